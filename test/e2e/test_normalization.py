@@ -122,7 +122,8 @@ def _eager_compiled_golden(
     make: Callable[[torch.dtype], torch.nn.Module], x: torch.Tensor, projection: torch.Tensor, dtype: torch.dtype
 ) -> list[list[torch.Tensor]]:
     """One step of the norm `make` builds, eager in `dtype`, compiled in `dtype` and eager in float64: per run its
-    output and the gradients of the input, the weight and the bias, for the loss sum(output * projection)."""
+    output and the gradients of the input and of each parameter (weight, then bias if it has one), for the loss
+    sum(output * projection)."""
     runs = []
     for precision, compile_it in ((dtype, False), (dtype, True), (torch.float64, False)):
         module = make(precision)
@@ -130,7 +131,7 @@ def _eager_compiled_golden(
         leaf = x.to(precision).clone().requires_grad_()
         out = run(leaf)
         (out * projection.to(precision)).sum().backward()
-        runs.append([out.detach(), leaf.grad, module.weight.grad, module.bias.grad])
+        runs.append([out.detach(), leaf.grad, *(p.grad for p in module.parameters())])
     return runs
 
 
@@ -234,14 +235,7 @@ def test_rms_norm_training_step(width, shape, dtype):
     torch.manual_seed(4)
     x = (torch.randn(shape) * 2 + 0.5).to(dtype)
     projection = torch.linspace(-1, 1, x.numel()).reshape(shape)
-    runs = []
-    for precision, compile_it in ((dtype, False), (dtype, True), (torch.float64, False)):
-        module = make(precision)
-        run = torch.compile(module, backend="neuron-mlir") if compile_it else module
-        leaf = x.to(precision).clone().requires_grad_()
-        out = run(leaf)
-        (out * projection.to(precision)).sum().backward()
-        runs.append([out.detach(), leaf.grad, module.weight.grad])
+    runs = _eager_compiled_golden(make, x, projection, dtype)
     for name, eager, ours, golden in zip(("output", "input gradient", "weight gradient"), *runs, strict=True):
         assert_close_to_golden(ours, eager, golden, name)
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
