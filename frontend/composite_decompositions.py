@@ -19,6 +19,8 @@ The families:
   sequence (bin range, segment bounds) at once: one broadcast comparison, then a (masked) reduction;
 - float32 bit-level ops (`frexp`, `nextafter`) normalise by exact powers of two, bit-exact without reading bits;
 - antialiased bilinear resizing is two matmuls with interpolation matrices built from iotas;
+- the grid sampler's backward (bilinear, trilinear, nearest) scatters and gathers whole pixels (rows of channels)
+  at each tap, with ATen's coordinate derivatives for every padding mode;
 - weight normalisation's backward (`_weight_norm_interface_backward`) is its closed form over the slices;
 - random distributions (`exponential`, `cauchy`, `log_normal`, `geometric`, `bernoulli` with a tensor of
   probabilities, `normal` with tensor parameters) by their inverse CDFs of the uniform and normal draws the
@@ -31,6 +33,7 @@ The families:
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -662,6 +665,116 @@ def upsample_bilinear2d_aa_backward(
     return grad.to(grad_output.dtype)
 
 
+def _grid_source_index(
+    coord: torch.Tensor, size: int, padding_mode: int, align_corners: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A grid coordinate in [-1, 1] as a position in input pixels, and the position's derivative by the coordinate,
+    as ATen's grid sampler computes both (`grid_sampler_compute_source_index_set_grad`): unnormalise; border padding
+    clips into [0, size - 1] with derivative 0 on and beyond the edges; reflection folds the position back into the
+    image (derivative +-1 by the number of folds), then clips."""
+    if align_corners:
+        position, derivative = (coord + 1) / 2 * (size - 1), (size - 1) / 2
+    else:
+        position, derivative = ((coord + 1) * size - 1) / 2, size / 2
+    grad = torch.full_like(position, derivative)
+    if padding_mode == 2:
+        twice_low, twice_high = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        if twice_low == twice_high:
+            return torch.zeros_like(position), torch.zeros_like(position)
+        low, span = twice_low / 2, (twice_high - twice_low) / 2
+        shifted = position - low
+        distance = shifted.abs()
+        extra = torch.fmod(distance, span)
+        even = torch.fmod(torch.floor(distance / span), 2) == 0
+        sign = torch.where(shifted < 0, -1.0, 1.0)
+        position = torch.where(even, extra + low, span - extra + low)
+        grad = grad * torch.where(even, sign, -sign)
+    if padding_mode in (1, 2):
+        # NaN compares false both ways: it stays NaN with derivative 1, as in ATen
+        below, above = position <= 0, position >= size - 1
+        position = torch.where(below, 0.0, torch.where(above, float(size - 1), position))
+        grad = torch.where(below | above, 0.0, grad)
+    return position, grad
+
+
+def grid_sampler_backward(
+    grad_output: torch.Tensor,
+    x: torch.Tensor,
+    grid: torch.Tensor,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: Sequence[bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """`aten.grid_sampler_2d_backward` / `grid_sampler_3d_backward`, bilinear (trilinear) and nearest: the input's
+    gradient scatters each output's gradient, times its tap's weight, onto the tap's pixel (taps outside the image
+    dropped); the grid's is, per coordinate, the sum over channels and taps of gradient x pixel x the weight's
+    derivative, times the position's derivative. Pixels are rows of channels (channels last), so one tap of a
+    whole output position is one row gathered or scattered. Bicubic and float64 keep ATen's kernel."""
+    if interpolation_mode not in (0, 1) or not x.is_floating_point() or x.dtype == torch.float64:
+        return NotImplemented
+    batch, channels, *spatial = x.shape
+    rank = len(spatial)
+    out_spatial = list(grid.shape[1:-1])
+    points = batch * math.prod(out_spatial)
+    pixels = x.float().movedim(1, -1).reshape(-1, channels)
+    grad_rows = grad_output.float().movedim(1, -1).reshape(points, channels)
+    # grid component k addresses spatial dim rank - 1 - k (x the width, y the height, z the depth)
+    sizes = spatial[::-1]
+    strides = [math.prod(sizes[:k]) for k in range(rank)]
+    located = [
+        _grid_source_index(grid[..., k].float().reshape(points), sizes[k], padding_mode, align_corners)
+        for k in range(rank)
+    ]
+    first_pixel = torch.arange(batch, device=x.device).repeat_interleave(points // batch) * math.prod(spatial)
+
+    def tap(corner: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows of a tap at integral positions (float): whether it is inside the image, and its row index."""
+        inside = torch.ones_like(corner[0], dtype=torch.bool)
+        for k in range(rank):
+            inside = inside & (corner[k] >= 0) & (corner[k] <= sizes[k] - 1)
+        row = first_pixel
+        for k in range(rank):
+            row = row + torch.where(inside, corner[k], 0.0).to(torch.int64) * strides[k]
+        return inside, row
+
+    grad_pixels = torch.zeros_like(pixels) if output_mask[0] else None
+    if interpolation_mode == 1:
+        inside, row = tap([torch.round(position) for position, _ in located])
+        if grad_pixels is not None:
+            grad_pixels = aten.index_put.default(
+                grad_pixels, [row], torch.where(inside.unsqueeze(-1), grad_rows, 0.0), True
+            )
+        grad_grid = torch.zeros_like(grid) if output_mask[1] else None
+    else:
+        lows = [torch.floor(position) for position, _ in located]
+        # the weights of the lower and upper tap along each component
+        factors = [((low + 1) - position, position - low) for low, (position, _) in zip(lows, located, strict=True)]
+        coordinate_grads = [torch.zeros(points, device=x.device) for _ in range(rank)]
+        for bits in itertools.product((0, 1), repeat=rank):
+            inside, row = tap([low + bit for low, bit in zip(lows, bits, strict=True)])
+            weight = math.prod(factors[k][bits[k]] for k in range(rank))
+            if grad_pixels is not None:
+                contribution = torch.where(inside.unsqueeze(-1), grad_rows * weight.unsqueeze(-1), 0.0)
+                grad_pixels = aten.index_put.default(grad_pixels, [row], contribution, True)
+            if output_mask[1]:
+                weighted = (torch.where(inside.unsqueeze(-1), pixels[row], 0.0) * grad_rows).sum(-1)
+                for j in range(rank):
+                    others = math.prod(factors[k][bits[k]] for k in range(rank) if k != j)
+                    step = weighted * others
+                    coordinate_grads[j] = coordinate_grads[j] + step if bits[j] else coordinate_grads[j] - step
+        grad_grid = None
+        if output_mask[1]:
+            grad_grid = (
+                torch.stack([coordinate_grads[k] * located[k][1] for k in range(rank)], dim=-1)
+                .reshape(grid.shape)
+                .to(grid.dtype)
+            )
+    if grad_pixels is not None:
+        grad_pixels = grad_pixels.reshape(batch, *spatial, channels).movedim(-1, 1).contiguous().to(x.dtype)
+    return grad_pixels, grad_grid
+
+
 # ---- creation and copies ------------------------------------------------------------------------------------
 
 
@@ -1054,6 +1167,8 @@ def composite_decompositions() -> dict[object, object]:
         aten.nonzero_static.default: nonzero_static,
         aten._upsample_bilinear2d_aa.default: upsample_bilinear2d_aa,
         aten._upsample_bilinear2d_aa_backward.default: upsample_bilinear2d_aa_backward,
+        aten.grid_sampler_2d_backward.default: grid_sampler_backward,
+        aten.grid_sampler_3d_backward.default: grid_sampler_backward,
         aten.ldexp.Tensor: ldexp,
         aten.put.default: put,
         aten._index_put_impl.default: index_put_impl,

@@ -298,6 +298,44 @@ def test_weight_normed_convolution_trains_without_fallback() -> None:
         assert_close_to_torch(got.grad, want.grad, name)
 
 
+@pytest.mark.parametrize("rank", [2, 3])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sampler_backward_matches_aten(rank: int, align_corners: bool) -> None:
+    # coordinates beyond [-1, 1] exercise every padding mode's edges (dropped taps, clipped and folded positions)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, *((5, 7) if rank == 2 else (3, 4, 5)))
+    grid = torch.rand(2, *((4, 6) if rank == 2 else (2, 3, 4)), rank) * 2.6 - 1.3
+    grad = torch.randn(2, 3, *grid.shape[1:-1])
+    op = torch.ops.aten.grid_sampler_2d_backward if rank == 2 else torch.ops.aten.grid_sampler_3d_backward
+    for interpolation, padding in [(0, 0), (0, 1), (0, 2), (1, 0), (1, 2)]:
+        for mask in ([True, True], [False, True]):
+            expected = op(grad, x, grid, interpolation, padding, align_corners, mask)
+            got = cd.grid_sampler_backward(grad, x, grid, interpolation, padding, align_corners, mask)
+            assert got[0] is None if not mask[0] else got[0] is not None
+            for name, g, e in zip(("input", "grid"), got, expected, strict=True):
+                if g is not None:
+                    assert_close_to_torch(g, e, f"{name}: mode {interpolation}, padding {padding}")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(("mode", "padding"), [("bilinear", "zeros"), ("nearest", "border")])
+def test_grid_sample_trains_without_fallback(mode: str, padding: str) -> None:
+    # deformable attention (Deformable DETR, Grounding DINO, D-FINE) samples its values this way
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 9, 11, requires_grad=True)
+    grid = (torch.rand(2, 7, 8, 2) * 2.4 - 1.2).requires_grad_()
+    weight = torch.randn(2, 16, 7, 8)
+
+    def step(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        return (F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=False) * weight).sum()
+
+    expected = torch.autograd.grad(step(x, grid), (x, grid))
+    got = torch.autograd.grad(torch.compile(step, backend="neuron-mlir")(x, grid), (x, grid))
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    assert_close_to_torch(got, expected, "gradients")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fractional_max_pooling_equals_aten_exactly(dtype: torch.dtype) -> None:
     # windows whose starts round differently in bf16, an output of one element, unbatched input, ties and NaN-free
