@@ -148,7 +148,24 @@ def _tile_shape_map(compute: _Compute, product: tuple[int, ...]) -> dict[tuple[i
     shape = tile_type_of(compute.store.value).get_shape()
     mapping = {(shape[0], 1): (product[0], 1), shape: product}  # a nest of [P, 1] tiles maps them to the product
     values = [load.result for load in compute.loads] + [r for op in compute.ops for r in op.results]
-    return mapping if all(tile_type_of(v).get_shape() in mapping for v in values) else None
+    if not all(tile_type_of(v).get_shape() in mapping for v in values):
+        return None
+    if shape[1] == 1 and product[1] != 1:
+        # a nest of [P, 1] tiles cannot tell an operand taken as a per-partition column from a whole tile by its
+        # shape: only a single element broadcast (loaded as the product tile's column) keeps the column's meaning
+        singles = {load.result for load in compute.loads if _single_element(load, compute.store)}
+        if any(value not in singles for op in compute.ops for value in _column_operands(op)):
+            return None
+    return mapping
+
+
+def _column_operands(op: Operation) -> list[SSAValue]:
+    """The operands `op` takes as per-partition [P, 1] columns, broadcast along the free axes."""
+    if isinstance(op, tile.BinaryScalarOp) and op.column is not None:
+        return [op.column]
+    if isinstance(op, tile.UnaryOp) and op.bias is not None:
+        return [op.bias]
+    return []
 
 
 @dataclass
@@ -273,13 +290,17 @@ def _single_element(load: tile.LoadOp, store: tile.StoreOp) -> bool:
     operand is loaded beside each product tile, as a column of as many partitions as the tile."""
     layout = memref_layout(load.source)
     shape, stored = tile_type_of(load.result).get_shape(), tile_type_of(store.value).get_shape()
-    return (
+    broadcast = (
         len(shape) == 2
         and shape[1] == 1
         and len(stored) == 2
-        and stored[1] > 1
         and load.dims is None
         and all(stride == 0 for stride in layout.strides)
+    )
+    # in a nest of [P, 1] tiles, only where every use takes it as a column (see `_tile_shape_map`)
+    return broadcast and (
+        stored[1] > 1
+        or all(use.operation.operands[use.index] in _column_operands(use.operation) for use in load.result.uses)
     )
 
 
@@ -383,7 +404,7 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
                 if storage_root(load.source) is product:
                     loaded[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes), emit)
                 elif load in singles:
-                    column = _retyped(wanted, shapes)
+                    column = TileType((shapes[wanted.get_shape()][0], 1), wanted.element_type, wanted.memory)
                     key = (load.source, column.get_shape()[0])
                     if key not in group_columns:  # one load serves the group's tiles of this height
                         new_load = tile.LoadOp(columns[load.source], [zero, zero], column)

@@ -3,7 +3,7 @@
 
 // Elementwise nests reading a matmul's product run as the product's tiles leave PSUM (lowering/
 // tile_fuse_epilogues.py); every case computes what the unfused nests compute.
-// SEMANTICS-COUNT-10: all outputs match
+// SEMANTICS-COUNT-11: all outputs match
 
 // relu of a product: each evacuated tile is rectified and stored into relu's result; the product never reaches
 // HBM and relu has no loop nest of its own.
@@ -213,4 +213,20 @@ func.func @main(%a: tensor<200x384xf8E4M3FN>, %b: tensor<384x640xf8E4M3FN>, %s: 
   %3 = torch.aten.mul.Tensor %2, %s : (tensor<200x640xf32>, tensor<f32>) -> tensor<200x640xf32>
   %4 = torch.aten.mul.Tensor %3, %t : (tensor<200x640xf32>, tensor<f32>) -> tensor<200x640xf32>
   func.return %4 : tensor<200x640xf32>
+}
+
+// -----
+
+// A product of 128 elements plus a 0-d tensor: the add's own nest runs on [128, 1] tiles, in which the scalar's
+// broadcast is a per-partition column of the same shape as the product's elements. Fused, the scalar stays a
+// column ([8, 1], loaded once), not a whole tile of the product's shape.
+// CHECK-LABEL: func.func @main(%a: memref<8x32xf32, #mem<hbm>>, %b: memref<32x16xf32, #mem<hbm>>, %s: memref<f32, #mem<hbm>>)
+// CHECK:       %[[E:.*]] = tile.copy {{.*}} : (!tile.tile<8x16xf32, psum>) -> !tile.tile<8x16xf32, sbuf>
+// CHECK:       %[[V:.*]] = tile.view %s : memref<f32, #mem<hbm>> to memref<8x1xf32, strided<[0, 0]>, #mem<hbm>>
+// CHECK:       %[[C:.*]] = tile.load %[[V]]{{.*}} -> !tile.tile<8x1xf32, sbuf>
+// CHECK-NEXT:  tile.binary_scalar %[[E]] column %[[C]] {op = "add"} : (!tile.tile<8x16xf32, sbuf>, !tile.tile<8x1xf32, sbuf>) -> !tile.tile<8x16xf32, sbuf>
+func.func @main(%a: tensor<8x32xf32>, %b: tensor<32x16xf32>, %s: tensor<f32>) -> tensor<8x16xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %1 = torch.aten.add.Tensor %0, %s : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+  func.return %1 : tensor<8x16xf32>
 }
