@@ -8,7 +8,8 @@
 The classes are enumerated from transformers' auto mappings (`MODEL_MAPPING_NAMES`, `MODEL_FOR_CAUSAL_LM_...`,
 every `MODEL_*_MAPPING_NAMES` of `transformers.models.auto.modeling_auto`), one row per class. Each is built
 offline (HF_HUB_OFFLINE; nothing is downloaded, `from_pretrained` is never called) from its configuration class's
-defaults, shrunk by `shrink_config`: width 32, 2 heads, 2 layers, vocabulary 128, 32-pixel images, short audio,
+defaults, shrunk by `shrink_config`: width 32, 2 heads, 2 layers, vocabulary 128, 32-pixel images (128 for models
+with batch norm, `BATCH_NORM_IMAGE`), short audio,
 dropout, stochastic depth and random augmentations off. Its inputs are made from the model's main input name and
 the required arguments of its `forward` (`make_inputs`). Then, in a process of its own per class (`--timeout` in
 CPU seconds, `--memory-gib` as an address-space limit, both set by `resource.setrlimit`), forked from a server that
@@ -90,6 +91,11 @@ QUERIES = 8
 LAYERS = 2
 VOCAB = 128
 IMAGE = 32
+# Models with batch norm see larger images: at 32 pixels a backbone's last stages are 1 x 1, so its batch norm
+# normalises two values per channel, and the gradients through it are cancellation noise in float32 (eager's own
+# error from float64 reaches 7-86% of the largest gradient), which no comparison can judge; at 128 the last stage
+# (stride 32) is 4 x 4: 32 values.
+BATCH_NORM_IMAGE = 128
 PATCH = 8
 MEL_BINS = 16
 AUDIO_POSITIONS = 16  # encoder positions of audio models: Whisper-like models take twice as many frames
@@ -278,7 +284,9 @@ def kept_layers(layer_types: Any, layers_before: int) -> list[int]:
     return sorted(chosen)
 
 
-def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before: int | None) -> Any:
+def _shrunk_value(
+    name: str, value: Any, original: dict[str, Any], layers_before: int | None, image: int = IMAGE
+) -> Any:
     """The tiny value of one configuration attribute, or `value` itself when the attribute is not a size."""
     if _is_sampling_noise(name) and isinstance(value, float):
         return 0.0
@@ -322,7 +330,7 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
         if name == "max_source_positions":
             return min(value, AUDIO_POSITIONS)
         if name == "image_size":
-            return min(value, IMAGE)
+            return min(value, image)
         if name == "patch_size":
             return min(value, PATCH)
         if name == "num_mel_bins":
@@ -336,7 +344,7 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
         return {**value, "mrope_section": _scaled_sections(list(value["mrope_section"]), HEAD_DIM // 2)}
     if isinstance(value, list | tuple) and value and all(_is_int(v) for v in value):
         if name == "image_size":
-            return type(value)(min(v, IMAGE) for v in value)
+            return type(value)(min(v, image) for v in value)
         if name in _STAGE_WIDTH_NAMES:
             return type(value)(min(v, WIDTH) for v in value)
         if name in _STAGE_DEPTH_NAMES:
@@ -349,9 +357,9 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
     return value
 
 
-def shrink_config(config: Any) -> dict[str, Any]:
+def shrink_config(config: Any, image: int = IMAGE) -> dict[str, Any]:
     """The keyword arguments that build a tiny `type(config)`: every size attribute of `config` (and of its
-    sub-configurations, recursively) cut by `_shrunk_value`, dropout off, the cache off."""
+    sub-configurations, recursively) cut by `_shrunk_value`, images to `image` pixels, dropout off, the cache off."""
     from transformers import PretrainedConfig
 
     original = {k: v for k, v in vars(config).items() if not k.startswith("_")}
@@ -362,10 +370,10 @@ def shrink_config(config: Any) -> dict[str, Any]:
     for name, value in original.items():
         if isinstance(value, PretrainedConfig):
             sub = value.to_dict()
-            sub.update(shrink_config(value))
+            sub.update(shrink_config(value, image))
             changed[name] = sub
             continue
-        new = _shrunk_value(name, value, original, layers_before)
+        new = _shrunk_value(name, value, original, layers_before, image)
         if new is not value and new != value:
             changed[name] = new
     # special tokens beyond the shrunk vocabulary move to its end (distinct ids, so pad stays apart from eos)
@@ -384,7 +392,7 @@ def shrink_config(config: Any) -> dict[str, Any]:
     if layers_before is not None and isinstance(overrides, dict) and overrides:
         kept = kept_layers(original.get("layer_types"), layers_before)
         changed["per_layer_config"] = {
-            new: {key: _shrunk_value(key, value, original, None) for key, value in overrides[old].items()}
+            new: {key: _shrunk_value(key, value, original, None, image) for key, value in overrides[old].items()}
             for new, old in enumerate(kept)
             if old in overrides
         }
@@ -417,12 +425,12 @@ def shrink_config(config: Any) -> dict[str, Any]:
     return changed
 
 
-def tiny_config(model_type: str) -> Any:
+def tiny_config(model_type: str, image: int = IMAGE) -> Any:
     """The configuration class of `model_type` at its defaults, shrunk (`shrink_config`)."""
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
-    return type(default)(**shrink_config(default))
+    return type(default)(**shrink_config(default, image))
 
 
 # -- inputs ------------------------------------------------------------------------------------------------------
@@ -448,11 +456,11 @@ def _tokens(config: Any, generator: Any, shape: tuple[int, ...]) -> Any:
     return torch.randint(0, min(int(vocab), VOCAB), shape, generator=generator)
 
 
-def _image(config: Any, generator: Any) -> Any:
+def _image(config: Any, generator: Any, image: int) -> Any:
     import torch
 
     channels = _setting(config, "num_channels", "in_channels", "in_chans", default=3)
-    size = _setting(config, "image_size", "img_size", default=IMAGE)
+    size = _setting(config, "image_size", "img_size", default=image)
     height, width = (size, size) if _is_int(size) else tuple(size)[:2]
     return torch.randn(BATCH, int(channels), int(height), int(width), generator=generator)
 
@@ -486,11 +494,13 @@ def _has_image_tokens(config: Any) -> bool:
     return _setting(config, "image_token_id", "image_token_index") is not None
 
 
-def make_inputs(model: Any, config: Any, architecture: Architecture, variant: int = 0) -> dict[str, Any]:
+def make_inputs(
+    model: Any, config: Any, architecture: Architecture, variant: int = 0, image: int = IMAGE
+) -> dict[str, Any]:
     """Keyword inputs for `model`'s forward: its main input and every required argument, by name; a
     sequence-to-sequence model also gets `decoder_input_ids`. Raises ValueError for an argument it cannot make.
     `variant` (below `INPUT_VARIANTS`) picks another layout where the name leaves it open; `TEXT_ONLY` leaves a
-    vision-language model's images out."""
+    vision-language model's images out. Images are `image` pixels square where the configuration gives no size."""
     import torch
 
     generator = torch.Generator().manual_seed(1)
@@ -518,7 +528,7 @@ def make_inputs(model: Any, config: Any, architecture: Architecture, variant: in
         if name in ("input_ids", "decoder_input_ids"):
             inputs[name] = _tokens(config, generator, (BATCH, 2, SEQUENCE) if multiple_choice else (BATCH, SEQUENCE))
         elif name == "pixel_values":
-            inputs[name] = _image(config, generator)
+            inputs[name] = _image(config, generator, image)
         elif name == "input_features":
             inputs[name] = _audio_features(config, generator, frames_last=variant == 0)
         elif name == "input_values":
@@ -738,12 +748,12 @@ def _check_backend(
     return result
 
 
-def build(architecture: Architecture) -> tuple[Any, Any]:
-    """The tiny model (train mode, random weights seeded) and its configuration."""
+def build(architecture: Architecture, image: int = IMAGE) -> tuple[Any, Any]:
+    """The tiny model (train mode, random weights seeded) and its configuration, for `image`-pixel images."""
     import torch
     import transformers
 
-    config = tiny_config(architecture.model_type)
+    config = tiny_config(architecture.model_type, image)
     model_class = getattr(transformers, architecture.name)
     wanted = getattr(model_class, "config_class", None)
     if isinstance(wanted, type) and not isinstance(config, wanted):
@@ -764,6 +774,12 @@ def build(architecture: Architecture) -> tuple[Any, Any]:
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
     return model, config
+
+
+def _normalises_batches(model: Any) -> bool:
+    import torch
+
+    return any(isinstance(module, torch.nn.modules.batchnorm._BatchNorm) for module in model.modules())
 
 
 def run_architecture(
@@ -787,24 +803,40 @@ def run_architecture(
         result.error = f"not built: {first_line(error)}"
         save(result)
         return result
+    # (model, configuration, image size, inputs of the first variant), tried in order until eager runs one
+    builds = [(model, config, IMAGE, inputs)]
+    if _normalises_batches(model):
+        try:
+            larger, larger_config = build(architecture, BATCH_NORM_IMAGE)
+            larger_inputs = make_inputs(larger, larger_config, architecture, image=BATCH_NORM_IMAGE)
+            builds.insert(0, (larger, larger_config, BATCH_NORM_IMAGE, larger_inputs))
+        except Exception:
+            traceback.print_exc()  # the small images stand
     projection: list[Any] = []
     eager_error = None
-    for variant in range(INPUT_VARIANTS):
-        try:
-            if variant:
-                changed = make_inputs(model, config, architecture, variant)
-                if changed.keys() == inputs.keys() and all(changed[k].shape == v.shape for k, v in inputs.items()):
-                    continue  # the same inputs as a variant tried already
-                inputs, projection = changed, []
-                result.inputs = "text only" if variant == TEXT_ONLY else ""
-            torch.manual_seed(0)
-            eager_model = copy.deepcopy(model)
-            expected = _run_steps(eager_model, eager_model, inputs, projection)
-            eager_error = None
+    for model, config, image, inputs in builds:
+        projection, eager_error = [], None
+        for variant in range(INPUT_VARIANTS):
+            try:
+                if variant:
+                    changed = make_inputs(model, config, architecture, variant, image)
+                    same = changed.keys() == inputs.keys()
+                    if same and all(changed[k].shape == v.shape for k, v in inputs.items()):
+                        continue  # the same inputs as a variant tried already
+                    inputs, projection = changed, []
+                notes = [f"{image}-pixel images" if image != IMAGE else "", "text only" if variant == TEXT_ONLY else ""]
+                result.inputs = ", ".join(note for note in notes if note)
+                torch.manual_seed(0)
+                eager_model = copy.deepcopy(model)
+                expected = _run_steps(eager_model, eager_model, inputs, projection)
+                eager_error = None
+                break
+            except Exception as error:
+                traceback.print_exc()
+                eager_error = eager_error or error
+        if eager_error is None:
+            result.parameters = sum(p.numel() for p in model.parameters())
             break
-        except Exception as error:
-            traceback.print_exc()
-            eager_error = eager_error or error
     if eager_error is not None:
         result.error = f"eager: {first_line(eager_error)}"
         save(result)
@@ -1186,7 +1218,9 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
         f"transformers {transformers.__version__}, torch {torch.__version__}: every model class of transformers' auto "
         f"mappings ({counts['architectures']} classes of {counts['model_types']} model types), built offline from its "
         f"configuration class's defaults shrunk to width {WIDTH}, {HEADS} heads, {LAYERS} layers, vocabulary {VOCAB}, "
-        f"{IMAGE}-pixel images and short audio, with random weights; batch {BATCH}, sequence {SEQUENCE}. Each class "
+        f"{IMAGE}-pixel images ({BATCH_NORM_IMAGE} for models with batch norm, whose last stages would otherwise "
+        "normalise two values per channel) and short audio, with random weights; "
+        f"batch {BATCH}, sequence {SEQUENCE}. Each class "
         "runs in its own process: a forward under no_grad and a training step (forward, sum(output * R), backward) "
         'eagerly, through `backend="aot_eager"` (the ceiling: what Dynamo and AOTAutograd capture) and through '
         '`backend="neuron-mlir"`; outputs and gradients are compared with eager within the dtype\'s tolerance (or, '

@@ -121,6 +121,20 @@ def test_a_vision_language_model_runs_on_its_text_alone(every_architecture):
     assert "pixel_values" in model_sweep.make_inputs(model, config, clip, model_sweep.TEXT_ONLY)
 
 
+def test_a_model_with_batch_norm_sees_larger_images(every_architecture):
+    # at 32 pixels a ResNet's last stage is 1 x 1 and its batch norm normalises two values per channel: the
+    # gradients through it are float32 noise; the sweep builds such models for larger images
+    resnet = every_architecture["ResNetModel"]
+    result = model_sweep.run_architecture(resnet, lambda result: None, backends=())
+    assert (result.error, result.inputs) == ("", f"{model_sweep.BATCH_NORM_IMAGE}-pixel images")
+    model, config = model_sweep.build(resnet, model_sweep.BATCH_NORM_IMAGE)
+    pixels = model_sweep.make_inputs(model, config, resnet, image=model_sweep.BATCH_NORM_IMAGE)["pixel_values"]
+    assert pixels.shape[-2:] == (model_sweep.BATCH_NORM_IMAGE, model_sweep.BATCH_NORM_IMAGE)
+    # a model without batch norm keeps the small images
+    vit = every_architecture["ViTModel"]
+    assert model_sweep.run_architecture(vit, lambda result: None, backends=()).inputs == ""
+
+
 class _TinyLanguageModel:
     """Stands in for a transformers class in the verdict test: an embedding, a layer norm and a head (a real
     class costs a minute of Dynamo tracing on a loaded machine; the sweep itself runs them all)."""
