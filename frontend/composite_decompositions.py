@@ -49,25 +49,35 @@ Combine = Callable[[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]], tuple[t
 # ---- scans --------------------------------------------------------------------------------------------------
 
 
-def _shifted(value: torch.Tensor, dim: int, shift: int, fill: float | int | bool) -> torch.Tensor:
-    """`value` moved `shift` places later along `dim`, the first `shift` places holding `fill`."""
+def _shifted(value: torch.Tensor, dim: int, shift: int, fill: float | int | bool | None) -> torch.Tensor:
+    """`value` moved `shift` places later along `dim`, the first `shift` places holding `fill` (None: their own
+    values)."""
     length = value.shape[dim]
-    pad_shape = list(value.shape)
-    pad_shape[dim] = shift
-    pad = torch.full(pad_shape, fill, dtype=value.dtype, device=value.device)
+    if fill is None:
+        pad = value.narrow(dim, 0, shift)
+    else:
+        pad_shape = list(value.shape)
+        pad_shape[dim] = shift
+        pad = torch.full(pad_shape, fill, dtype=value.dtype, device=value.device)
     return torch.cat([pad, value.narrow(dim, 0, length - shift)], dim)
 
 
 def inclusive_scan(
-    values: tuple[torch.Tensor, ...], dim: int, identities: tuple[float | int | bool, ...], combine: Combine
+    values: tuple[torch.Tensor, ...],
+    dim: int,
+    identities: tuple[float | int | bool, ...] | None,
+    combine: Combine,
 ) -> tuple[torch.Tensor, ...]:
     """The running `combine` of same-shaped `values` along `dim` (Hillis-Steele): for shifts 1, 2, 4, ... below
     the length, every element combines with the one `shift` places before it, `identities` standing in before
-    the first. `combine(earlier, later)` must be associative, and the identities neutral on its left."""
+    the first. `combine(earlier, later)` must be associative, and the identities neutral on its left. With
+    `identities` None, `combine` must be idempotent (an element combined with itself is itself): the first
+    elements combine with themselves."""
     length = values[0].shape[dim]
     shift = 1
     while shift < length:
-        earlier = tuple(_shifted(v, dim, shift, i) for v, i in zip(values, identities, strict=True))
+        fills = identities if identities is not None else (None,) * len(values)
+        earlier = tuple(_shifted(v, dim, shift, i) for v, i in zip(values, fills, strict=True))
         values = combine(earlier, values)
         shift *= 2
     return values
@@ -90,16 +100,6 @@ def cumprod(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> t
     return product.reshape(x.shape)
 
 
-def _lowest(dtype: torch.dtype, largest: bool) -> float | int | bool:
-    """The value no element can beat: -inf for cummax of floats (+inf for cummin), the type's bound else."""
-    if dtype == torch.bool:
-        return not largest
-    if dtype.is_floating_point:
-        return -math.inf if largest else math.inf
-    info = torch.iinfo(dtype)
-    return info.min if largest else info.max
-
-
 def _cumulative_extreme(x: torch.Tensor, dim: int, largest: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """cummax / cummin with eager's indices: the latest element that is NaN, else the latest that equals the
     running extreme (eager updates on >= for cummax, <= for cummin, and on every NaN)."""
@@ -116,7 +116,8 @@ def _cumulative_extreme(x: torch.Tensor, dim: int, largest: bool) -> tuple[torch
             beats = torch.isnan(b) | (~torch.isnan(a) & beats)
         return torch.where(beats, b, a), torch.where(beats, b_index, a_index)
 
-    values, indices = inclusive_scan((scanned, positions), axis, (_lowest(x.dtype, largest), 0), combine)
+    # idempotent: no identity needed, so none at the type's bounds (int64's largest is not a float64 fill value)
+    values, indices = inclusive_scan((scanned, positions), axis, None, combine)
     return values.reshape(x.shape), indices.reshape(x.shape)
 
 

@@ -118,6 +118,15 @@ def test_decomposed_scans_and_order_statistics_compile_without_fallback() -> Non
 
 
 @pytest.mark.usefixtures("fresh_compiler")
+def test_integer_running_extremes_compile_exactly() -> None:
+    # Grounding DINO finds each token's next delimiter by a flipped int64 cummin: a scan padded with int64's
+    # largest value (a fill no float64 attribute holds) gave the type's smallest instead
+    torch.manual_seed(0)
+    x = torch.randint(-3, 9, (3, 11))
+    check_compiled(lambda x: (*torch.cummin(x, 1), *torch.cummax(x, 0), *torch.cummin(x.to(torch.int32), 0)), x)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
 def test_decomposed_searches_and_copies_compile_without_fallback() -> None:
     def searches(sequence: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (
