@@ -329,6 +329,20 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
     return tensor, data.view(dtype).reshape(shape)
 
 
+def empty_arrays(
+    layouts: Sequence[tuple[tuple[int, ...], torch.dtype, np.dtype]],
+) -> list[tuple[torch.Tensor, np.ndarray]]:
+    """`empty_array(shape, element)` for each `(shape, torch dtype, element)` of `layouts` (the torch dtype the one
+    `element` stands for), in one native call when the hooks are loaded: a compiled graph's device outputs."""
+    memory = _memory or device_memory()
+    if _fresh_tensors is not None:
+        made = _fresh_tensors(memory.space, layouts, _BLOCK_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE)
+        if made is not None:
+            return cast(list[tuple[torch.Tensor, np.ndarray]], made)
+        # no room for one of them (the one-by-one path raises the out-of-memory error), or not a native space
+    return [empty_array(shape, element) for shape, _, element in layouts]
+
+
 def python_tensor_facts(tensor: torch.Tensor, attribute: str) -> tuple[Any, torch.UntypedStorage, int, bool, bool]:
     """What a deferred region and `dense_array` ask of a device tensor: its untyped storage's attribute `attribute`
     (None when it has none), the storage, its storage offset in elements, whether it is contiguous, and whether it
@@ -341,18 +355,19 @@ def python_tensor_facts(tensor: torch.Tensor, attribute: str) -> tuple[Any, torc
 
 # the native hooks' constructor of a contiguous tensor over a storage, when they are loaded (`use_native`)
 _tensor_over: Any = None
-# the native hooks' maker of a whole fresh result (`native.fresh_tensor()`)
+# the native hooks' maker of a whole fresh result (`native.fresh_tensor()`), and of several (`native.fresh_tensors()`)
 _fresh_tensor: Any = None
+_fresh_tensors: Any = None
 # `python_tensor_facts`, or the native hooks' (`native.tensor_facts()`), which may also answer None
 _tensor_facts: Any = python_tensor_facts
 
 
-def use_native(tensor_over: Any, fresh_tensor: Any = None, tensor_facts: Any = None) -> None:
-    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their maker
-    (`native.fresh_tensor()`, which serves a device memory whose address space is the native one), and read
-    tensors' facts with their `native.tensor_facts()`, or do without them (None)."""
-    global _tensor_over, _fresh_tensor, _tensor_facts
-    _tensor_over, _fresh_tensor = tensor_over, fresh_tensor
+def use_native(tensor_over: Any, fresh_tensor: Any = None, tensor_facts: Any = None, fresh_tensors: Any = None) -> None:
+    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their makers
+    (`native.fresh_tensor()` and `native.fresh_tensors()`, which serve a device memory whose address space is the
+    native one), and read tensors' facts with their `native.tensor_facts()`, or do without them (None)."""
+    global _tensor_over, _fresh_tensor, _tensor_facts, _fresh_tensors
+    _tensor_over, _fresh_tensor, _fresh_tensors = tensor_over, fresh_tensor, fresh_tensors
     _tensor_facts = tensor_facts or python_tensor_facts
 
 

@@ -58,9 +58,10 @@ def _compiler() -> str | None:
 
 
 def _command(compiler: str, output: Path) -> list[str]:
+    import numpy
     from torch.utils import cpp_extension
 
-    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"], numpy.get_include()]
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
         compiler,
@@ -86,8 +87,15 @@ def library_path() -> Path:
     """Where the library built from this source for this torch and Python lives."""
     key = hashlib.sha256()
     key.update(SOURCE.read_bytes())
-    key.update(f"{torch.__version__}|{sys.version}|{platform.machine()}".encode())
+    # NumPy's C API is compiled in: a library built against one NumPy may not load with another
+    key.update(f"{torch.__version__}|{sys.version}|{platform.machine()}|numpy {_numpy_version()}".encode())
     return library_directory() / f"neuron_hooks-{key.hexdigest()[:16]}.so"
+
+
+def _numpy_version() -> str:
+    import numpy  # torch has imported it
+
+    return str(numpy.__version__)
 
 
 def build(*, verbose: bool = False) -> Path:
@@ -144,6 +152,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_address_space.restype = ctypes.py_object
     library.neuron_fresh_tensor_function.argtypes = []
     library.neuron_fresh_tensor_function.restype = ctypes.py_object
+    library.neuron_fresh_tensors_function.argtypes = []
+    library.neuron_fresh_tensors_function.restype = ctypes.py_object
     library.neuron_tensor_facts_function.argtypes = []
     library.neuron_tensor_facts_function.restype = ctypes.py_object
     _library = library
@@ -234,6 +244,14 @@ def fresh_tensor() -> Callable[..., tuple[torch.Tensor, Any] | None] | None:
     hold the block. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_fresh_tensor_function())
+
+
+def fresh_tensors() -> Callable[..., list[tuple[torch.Tensor, Any]] | None] | None:
+    """The native maker of several fresh device results in one call, `(space, layouts, attribute, arrays_attribute)
+    -> [(tensor, array), ...]`: `fresh_tensor()`'s result for each `(shape, dtype, element)` of `layouts`, in order;
+    None, with every block it made given back, when the space cannot hold one of them. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_fresh_tensors_function())
 
 
 def tensor_facts() -> Callable[[torch.Tensor, str], tuple[Any, torch.UntypedStorage, int, bool, bool] | None] | None:

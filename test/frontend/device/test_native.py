@@ -181,6 +181,57 @@ def test_fresh_results_come_whole_from_one_native_call():
         torch.empty(1 << 40, device="neuron")
 
 
+def test_several_fresh_results_come_from_one_native_call():
+    """`storage.empty_arrays` makes what `empty_array` makes for each of several layouts in one native call (a
+    compiled graph's device outputs): each its own block, storage, tensor and array, the array kept on the storage;
+    and a batch the HBM cannot hold whole gives back the blocks it made before raising the out-of-memory error."""
+    import ml_dtypes
+    import numpy as np
+
+    from neuron_mlir.frontend.device import storage
+
+    assert storage._fresh_tensors is not None
+    memory = storage.device_memory()
+    before = (memory.allocated_bytes, memory.stats()["allocation.all.allocated"])
+    layouts = [
+        ((5, 6), torch.float32, np.dtype(np.float32)),
+        ((), torch.int64, np.dtype(np.int64)),
+        ((2, 0), torch.bfloat16, np.dtype(ml_dtypes.bfloat16)),
+        ((3,), torch.bool, np.dtype(np.bool_)),
+    ]
+    made = storage.empty_arrays(layouts)
+    assert len(made) == 4
+    for (tensor, array), (shape, dtype, element) in zip(made, layouts, strict=True):
+        assert tensor.device == torch.device("neuron", 0)
+        assert (tuple(tensor.shape), tensor.dtype, tensor.is_contiguous()) == (shape, dtype, True)
+        assert (array.shape, array.dtype, array.flags.c_contiguous, array.flags.writeable) == (
+            shape,
+            element,
+            True,
+            True,
+        )
+        assert array.ctypes.data == storage.block_of(tensor).data.ctypes.data
+        assert tensor.data_ptr() == (array.ctypes.data if array.size else 0)  # torch's pointer of no elements
+        assert storage.dense_array(tensor) is array
+        array[...] = 1
+        assert torch.equal(tensor.cpu(), torch.ones(shape, dtype=dtype))
+    blocks = {id(storage.block_of(tensor)) for tensor, _ in made}
+    assert len(blocks) == 4
+    assert memory.allocated_bytes == before[0] + 120 + 8 + 0 + 3
+    assert memory.stats()["allocation.all.allocated"] == before[1] + 4
+    tensor = made[0][0]
+    del made
+    assert memory.allocated_bytes == before[0] + 120  # each block dies with its own tensor
+    del tensor
+    assert memory.allocated_bytes == before[0]
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        storage.empty_arrays(
+            [((4,), torch.float32, np.dtype(np.float32)), ((1 << 40,), torch.float32, np.dtype(np.float32))]
+        )
+    assert memory.allocated_bytes == before[0]
+    assert storage.empty_arrays([]) == []
+
+
 def test_a_tensors_facts_come_from_one_native_call():
     """What a deferred region asks of every operand (its storage's block, the storage, the offset, whether it is
     contiguous and whether its bytes are its values) comes from one native call, and is what the tensor's own
