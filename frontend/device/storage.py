@@ -258,6 +258,10 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
     The arrays are kept on the storage by offset, shape and dtype (a parameter, an optimizer's state and the
     activations a backward reads are asked for again and again), as its host views are, and dropped with them
     when the storage gets another block (`resize_bytes`)."""
+    if _cached_array is not None:  # a kept array found in one native call (most calls: parameters, activations)
+        kept = _cached_array(tensor, _DENSE_ARRAYS_ATTRIBUTE)
+        if kept is not None:
+            return cast(np.ndarray, kept)
     block, stored, offset, contiguous, plain = _tensor_facts(tensor, _BLOCK_ATTRIBUTE) or python_tensor_facts(
         tensor, _BLOCK_ATTRIBUTE
     )
@@ -360,15 +364,25 @@ _fresh_tensor: Any = None
 _fresh_tensors: Any = None
 # `python_tensor_facts`, or the native hooks' (`native.tensor_facts()`), which may also answer None
 _tensor_facts: Any = python_tensor_facts
+# the native hooks' reader of the arrays `dense_array` keeps (`native.cached_array()`), when they are loaded
+_cached_array: Any = None
 
 
-def use_native(tensor_over: Any, fresh_tensor: Any = None, tensor_facts: Any = None, fresh_tensors: Any = None) -> None:
+def use_native(
+    tensor_over: Any,
+    fresh_tensor: Any = None,
+    tensor_facts: Any = None,
+    fresh_tensors: Any = None,
+    cached_array: Any = None,
+) -> None:
     """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their makers
     (`native.fresh_tensor()` and `native.fresh_tensors()`, which serve a device memory whose address space is the
-    native one), and read tensors' facts with their `native.tensor_facts()`, or do without them (None)."""
-    global _tensor_over, _fresh_tensor, _tensor_facts, _fresh_tensors
+    native one), read tensors' facts with their `native.tensor_facts()` and kept arrays with their
+    `native.cached_array()`, or do without them (None)."""
+    global _tensor_over, _fresh_tensor, _tensor_facts, _fresh_tensors, _cached_array
     _tensor_over, _fresh_tensor, _fresh_tensors = tensor_over, fresh_tensor, fresh_tensors
     _tensor_facts = tensor_facts or python_tensor_facts
+    _cached_array = cached_array
 
 
 # the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper

@@ -154,6 +154,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_fresh_tensor_function.restype = ctypes.py_object
     library.neuron_fresh_tensors_function.argtypes = []
     library.neuron_fresh_tensors_function.restype = ctypes.py_object
+    library.neuron_cached_array_function.argtypes = []
+    library.neuron_cached_array_function.restype = ctypes.py_object
     library.neuron_tensor_facts_function.argtypes = []
     library.neuron_tensor_facts_function.restype = ctypes.py_object
     _library = library
@@ -262,6 +264,15 @@ def tensor_facts() -> Callable[[torch.Tensor, str], tuple[Any, torch.UntypedStor
     methods are one call each. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_tensor_facts_function())
+
+
+def cached_array() -> Callable[[torch.Tensor, str], Any] | None:
+    """The native reader of the NumPy array `storage.dense_array` keeps for a contiguous device tensor, `(tensor,
+    arrays_attribute) -> array`: the array its storage's dict `arrays_attribute` holds by the tensor's storage
+    offset, shape and dtype, or None (not contiguous, a conjugate or negative view, or no array kept). One builtin
+    call where the tensor's methods are one call each. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_cached_array_function())
 
 
 def _set_reason(reason: str) -> None:

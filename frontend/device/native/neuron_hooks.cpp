@@ -25,6 +25,7 @@
 #include <c10/core/Storage.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Generator.h>
@@ -991,6 +992,86 @@ PyMethodDef tensor_facts_method = {
 // `tensor_facts_fastcall` as a builtin function (a new reference).
 PyObject* neuron_tensor_facts_function() {
   return PyCFunction_New(&tensor_facts_method, nullptr);
+}
+
+namespace {
+// cached_array(tensor, arrays_attribute) -> array | None: the NumPy array storage.dense_array keeps for contiguous
+// `tensor` on its storage's dict `arrays_attribute`, by (storage offset, shape, dtype), without the tensor's Python
+// methods; None when the tensor is not contiguous, is a conjugate or negative view, has no storage, or no array is
+// kept for it (storage.dense_array then makes it).
+PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 2 || !THPVariable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "cached_array(tensor, arrays_attribute) takes a tensor and an attribute name");
+    return nullptr;
+  }
+  const at::Tensor& tensor = THPVariable_Unpack(args[0]);
+  PyObject* stored = nullptr;
+  int64_t offset = 0;
+  try {
+    if (!tensor.defined() || !tensor.has_storage() || !tensor.is_contiguous() || tensor.is_conj() ||
+        tensor.is_neg()) {
+      Py_RETURN_NONE;
+    }
+    stored = THPStorage_Wrap(tensor.storage());
+    offset = tensor.storage_offset();
+  } catch (const std::exception&) {
+    Py_XDECREF(stored);
+    Py_RETURN_NONE;  // the tensor's own methods give the answer (or the error)
+  }
+  if (stored == nullptr) {
+    return nullptr;
+  }
+  PyObject* arrays = PyObject_GetAttr(stored, args[1]);
+  Py_DECREF(stored);
+  if (arrays == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      return nullptr;
+    }
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  if (!PyDict_Check(arrays)) {
+    Py_DECREF(arrays);
+    Py_RETURN_NONE;
+  }
+  // the key as storage.dense_array makes it: a plain tuple of the sizes hashes and compares as the torch.Size
+  auto sizes = tensor.sizes();
+  PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(sizes.size()));
+  for (size_t axis = 0; shape != nullptr && axis < sizes.size(); ++axis) {
+    PyObject* size = PyLong_FromLongLong(sizes[axis]);
+    if (size == nullptr) {
+      Py_CLEAR(shape);
+      break;
+    }
+    PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(axis), size);
+  }
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(tensor.scalar_type()));  // borrowed
+  PyObject* key = shape == nullptr ? nullptr : Py_BuildValue("(LNO)", static_cast<long long>(offset), shape, dtype);
+  if (key == nullptr) {
+    Py_DECREF(arrays);
+    return nullptr;
+  }
+  PyObject* found = PyDict_GetItemWithError(arrays, key);  // borrowed
+  Py_DECREF(key);
+  if (found == nullptr) {
+    Py_DECREF(arrays);
+    if (PyErr_Occurred()) {
+      return nullptr;
+    }
+    Py_RETURN_NONE;
+  }
+  Py_INCREF(found);
+  Py_DECREF(arrays);
+  return found;
+}
+PyMethodDef cached_array_method = {
+    "cached_array", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(cached_array_fastcall)), METH_FASTCALL,
+    "cached_array(tensor, arrays_attribute) -> array | None"};
+}  // namespace
+
+// `cached_array_fastcall` as a builtin function (a new reference).
+PyObject* neuron_cached_array_function() {
+  return PyCFunction_New(&cached_array_method, nullptr);
 }
 
 }  // extern "C"

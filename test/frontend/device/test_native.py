@@ -267,6 +267,48 @@ def test_a_tensors_facts_come_from_one_native_call():
         facts("not a tensor", storage._BLOCK_ATTRIBUTE)
 
 
+def test_kept_arrays_are_found_by_one_native_call():
+    """`storage.dense_array` finds the arrays it keeps on a storage (by offset, shape and dtype) through the native
+    `cached_array`: the same array as the Python lookup, for the tensor and a contiguous view of the same bytes;
+    nothing for tensors whose bytes are not their dense values, nor for a storage given a new block."""
+    from neuron_mlir.frontend.device import storage
+
+    find = storage._cached_array
+    assert find is not None
+    attribute = storage._DENSE_ARRAYS_ATTRIBUTE
+    base = torch.arange(24.0).reshape(4, 6).to("neuron")
+    assert find(base, attribute) is None  # nothing kept yet
+    array = storage.dense_array(base)
+    assert array is not None
+    assert find(base, attribute) is array
+    assert storage.dense_array(base) is array
+    rows = base[1:3]
+    assert find(rows, attribute) is None  # another offset and shape: not kept yet
+    kept = storage.dense_array(rows)
+    assert kept is not None
+    assert find(base[1:3], attribute) is kept
+    assert kept.tolist() == base.cpu()[1:3].tolist()
+    assert find(base.view(6, 4), attribute) is None
+    assert find(base.to(torch.int32), attribute) is None  # another storage
+    assert find(base.t(), attribute) is None
+    assert storage.dense_array(base.t()) is None
+    complex_base = torch.randn(3, 4, dtype=torch.complex64).to("neuron")
+    storage.dense_array(complex_base)
+    assert find(complex_base, attribute) is not None
+    assert find(complex_base.conj(), attribute) is None
+    assert find(torch.ones(3), attribute) is None  # a CPU tensor: no kept arrays
+    tensor = torch.arange(8.0).to("neuron")
+    before = storage.dense_array(tensor)
+    tensor.untyped_storage().resize_(64)  # a new block: the arrays over the old one are dropped
+    assert find(tensor, attribute) is None
+    after = storage.dense_array(tensor)
+    assert after is not None
+    assert after is not before
+    assert after.ctypes.data == storage.block_of(tensor).data.ctypes.data
+    with pytest.raises(TypeError):
+        find("not a tensor", attribute)
+
+
 def test_device_memory_is_the_native_address_space():
     """The device's blocks come from the native address space: a tensor's block is taken and given back without
     Python code, and `memory_allocated` follows tensors exactly as they are made and die."""
