@@ -14,8 +14,8 @@ The library also holds the device memory's address space (`address_space`: the f
 `neuron_hooks.cpp` implements them; the storages over the blocks stay in Python (`storage.py`), which the resize
 hook and the allocator call back.
 
-The library is compiled with the system's C++ compiler against the installed torch (one file, ~10 s), once per
-torch version, Python version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
+The library is compiled with the system's C++ compiler against the installed torch and NumPy's C API (one file,
+~10 s), once per torch version, Python version, NumPy version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
 `~/.cache/neuron-mlir/native`): `make venv` builds it, and a process that finds it missing builds it on first use
 (under a file lock, so ranks started together build it once). Without a compiler (or with
 `NEURON_MLIR_NATIVE=0`) the device registers torch's Python hooks instead; a failed build makes registration warn
