@@ -13,6 +13,9 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL neuron_hooks_ARRAY_API
 #include <numpy/arrayobject.h>
+#if NPY_ABI_VERSION < 0x02000000  // NumPy 1.x (pyproject allows 1.26): the item size is a field of the descriptor
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
