@@ -1010,13 +1010,15 @@ PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t cou
   const at::Tensor& tensor = THPVariable_Unpack(args[0]);
   PyObject* stored = nullptr;
   int64_t offset = 0;
+  std::vector<int64_t> sizes;
   try {
     if (!tensor.defined() || !tensor.has_storage() || !tensor.is_contiguous() || tensor.is_conj() ||
         tensor.is_neg()) {
       Py_RETURN_NONE;
     }
-    stored = THPStorage_Wrap(tensor.storage());
     offset = tensor.storage_offset();
+    sizes = tensor.sizes().vec();
+    stored = THPStorage_Wrap(tensor.storage());
   } catch (const std::exception&) {
     Py_XDECREF(stored);
     Py_RETURN_NONE;  // the tensor's own methods give the answer (or the error)
@@ -1038,7 +1040,6 @@ PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t cou
     Py_RETURN_NONE;
   }
   // the key as storage.dense_array makes it: a plain tuple of the sizes hashes and compares as the torch.Size
-  auto sizes = tensor.sizes();
   PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(sizes.size()));
   for (size_t axis = 0; shape != nullptr && axis < sizes.size(); ++axis) {
     PyObject* size = PyLong_FromLongLong(sizes[axis]);
