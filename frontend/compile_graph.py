@@ -57,7 +57,7 @@ from neuron_mlir.frontend.fx_importer import (
     node_location,
 )
 from neuron_mlir.frontend.progress import CompileProgress, compile_progress
-from neuron_mlir.frontend.tensors import from_numpy, to_numpy
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.runtime import heap
 from neuron_mlir.runtime.collectives import COLLECTIVES
@@ -748,9 +748,10 @@ class CompiledGraph:
         self._collectives = any(inst.opcode in COLLECTIVES for inst in program.instructions)
         # argument position -> (parameter, data_ptr, shape, strides, dtype, its NumPy view), see `_arrays`
         self._parameter_views: dict[int, tuple[Any, ...]] = {}
-        # per program output that is one device output of the graph: its shape and NumPy dtype, as the first
-        # call returned it (None before it); later calls have the simulator write it into new device memory
-        self._device_layouts: dict[int, tuple[tuple[int, ...], np.dtype]] | None = None
+        # the program outputs that are one device output of the graph each, and their shapes, torch and NumPy
+        # dtypes, as the first call returned them (None before it); later calls have the simulator write them into
+        # new device memory, made for all of them at once
+        self._device_layouts: tuple[list[int], list[tuple[tuple[int, ...], torch.dtype, np.dtype]]] | None = None
 
     def _draw_seed(self) -> torch.Tensor:
         if self.seed_generator is None or self.seed_generator.device.type == "cpu":
@@ -778,10 +779,13 @@ class CompiledGraph:
         # known) or copied there from its arrays, the others viewed
         tensors: dict[int, torch.Tensor] = {}
         into: list[np.ndarray | None] = []
-        if self._device_layouts and sizes is None:
+        if self._device_layouts is not None and self._device_layouts[0] and sizes is None:
             into = [None] * len(self.program.outputs)
-            for index, (shape, dtype) in self._device_layouts.items():
-                tensors[index], into[index] = storage.empty_array(shape, dtype)
+            # every device output's block, storage, tensor and array in one call (dozens per call of a training
+            # step's graphs)
+            indices, layouts = self._device_layouts
+            for index, (tensor, array) in zip(indices, storage.empty_arrays(layouts), strict=True):
+                tensors[index], into[index] = tensor, array
         outputs = self.run_arrays(arrays, sizes, into)
         streams.current_stream().add_run(float(self.last_profile.total_ns))  # device work: on the device's clock
         if self._device_layouts is None:
@@ -797,15 +801,20 @@ class CompiledGraph:
             )
         ]
 
-    def _layouts_of(self, outputs: list[Any]) -> dict[int, tuple[tuple[int, ...], np.dtype]]:
-        """Per program output that exactly one graph output returns, on the device: its shape and dtype."""
+    def _layouts_of(self, outputs: list[Any]) -> tuple[list[int], list[tuple[tuple[int, ...], torch.dtype, np.dtype]]]:
+        """The program outputs that exactly one graph output returns, on the device, and per such output its shape,
+        torch dtype and NumPy dtype (`storage.empty_arrays`' layouts)."""
         assert self.device_outputs is not None
         uses = Counter(index for index in self.signature.outputs if index is not None)
-        return {
-            index: (tuple(outputs[index].shape), outputs[index].dtype)
+        indices = [
+            index
             for index, on_device in zip(self.signature.outputs, self.device_outputs, strict=True)
             if index is not None and on_device and uses[index] == 1 and isinstance(outputs[index], np.ndarray)
-        }
+        ]
+        layouts = [
+            (tuple(outputs[index].shape), torch_dtype(outputs[index].dtype), outputs[index].dtype) for index in indices
+        ]
+        return indices, layouts
 
     def run_arrays(
         self, arrays: list[Any], sizes: Mapping[str, int] | None = None, into: Sequence[np.ndarray | None] = ()

@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend import stats
 from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
-from neuron_mlir.frontend.tensors import from_numpy, to_numpy
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 
 
 class DeviceFallbackError(RuntimeError):
@@ -100,6 +100,9 @@ class _Program:
     # of it the shape and NumPy dtype the trace gives it
     graph_module: torch.fx.GraphModule | None = None
     results: list[tuple[tuple[int, ...], np.dtype]] | None = None
+    # the fresh results' layouts as `storage.empty_arrays` takes them (shape, torch dtype, NumPy dtype), made from
+    # `results` on first use: a recorded op's fresh results come from one native call
+    fresh_layouts: list[tuple[tuple[int, ...], torch.dtype, np.dtype]] | None = None
     # whether a deferred region may record it: a program of arrays without a random seed, guards or checks of
     # its results (decided with its first run)
     deferrable: bool = False
@@ -922,8 +925,11 @@ def _region_targets(program: _Program, written: list[torch.Tensor]) -> list[tupl
             return None
         places.append(target)
     targets: list[tuple[torch.Tensor, np.ndarray]] = list(zip(written, places, strict=True))
-    for shape, dtype in results[len(written) :]:
-        targets.append(storage.empty_array(shape, dtype))
+    fresh = program.fresh_layouts
+    if fresh is None:
+        fresh = program.fresh_layouts = [(shape, torch_dtype(dtype), dtype) for shape, dtype in results[len(written) :]]
+    if fresh:
+        targets += storage.empty_arrays(fresh)
     return targets
 
 

@@ -129,7 +129,13 @@ def register() -> None:
     if native.loaded():
         native.register_metadata_kernels(dispatch.metadata_ops())
         native.register_attention_choice()
-        storage.use_native(native.tensor_over(), native.fresh_tensor(), native.tensor_facts())
+        storage.use_native(
+            native.tensor_over(),
+            native.fresh_tensor(),
+            native.tensor_facts(),
+            native.fresh_tensors(),
+            native.cached_array(),
+        )
     # torch's fallback for the Conjugate (Negative) key materialises a conjugate (negative) operand with `clone`,
     # whose `copy_` hands a device tensor to `_copy_from`, which is not on the key's pass-through list (the CPU's
     # and CUDA's copies never call it): that call reached the same fallback with the same operand and recursed

@@ -258,6 +258,10 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
     The arrays are kept on the storage by offset, shape and dtype (a parameter, an optimizer's state and the
     activations a backward reads are asked for again and again), as its host views are, and dropped with them
     when the storage gets another block (`resize_bytes`)."""
+    if _cached_array is not None:  # a kept array found in one native call (most calls: parameters, activations)
+        kept = _cached_array(tensor, _DENSE_ARRAYS_ATTRIBUTE)
+        if kept is not None:
+            return cast(np.ndarray, kept)
     block, stored, offset, contiguous, plain = _tensor_facts(tensor, _BLOCK_ATTRIBUTE) or python_tensor_facts(
         tensor, _BLOCK_ATTRIBUTE
     )
@@ -329,6 +333,20 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
     return tensor, data.view(dtype).reshape(shape)
 
 
+def empty_arrays(
+    layouts: Sequence[tuple[tuple[int, ...], torch.dtype, np.dtype]],
+) -> list[tuple[torch.Tensor, np.ndarray]]:
+    """`empty_array(shape, element)` for each `(shape, torch dtype, element)` of `layouts` (the torch dtype the one
+    `element` stands for), in one native call when the hooks are loaded: a compiled graph's device outputs."""
+    memory = _memory or device_memory()
+    if _fresh_tensors is not None:
+        made = _fresh_tensors(memory.space, layouts, _BLOCK_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE)
+        if made is not None:
+            return cast(list[tuple[torch.Tensor, np.ndarray]], made)
+        # no room for one of them (the one-by-one path raises the out-of-memory error), or not a native space
+    return [empty_array(shape, element) for shape, _, element in layouts]
+
+
 def python_tensor_facts(tensor: torch.Tensor, attribute: str) -> tuple[Any, torch.UntypedStorage, int, bool, bool]:
     """What a deferred region and `dense_array` ask of a device tensor: its untyped storage's attribute `attribute`
     (None when it has none), the storage, its storage offset in elements, whether it is contiguous, and whether it
@@ -341,19 +359,30 @@ def python_tensor_facts(tensor: torch.Tensor, attribute: str) -> tuple[Any, torc
 
 # the native hooks' constructor of a contiguous tensor over a storage, when they are loaded (`use_native`)
 _tensor_over: Any = None
-# the native hooks' maker of a whole fresh result (`native.fresh_tensor()`)
+# the native hooks' maker of a whole fresh result (`native.fresh_tensor()`), and of several (`native.fresh_tensors()`)
 _fresh_tensor: Any = None
+_fresh_tensors: Any = None
 # `python_tensor_facts`, or the native hooks' (`native.tensor_facts()`), which may also answer None
 _tensor_facts: Any = python_tensor_facts
+# the native hooks' reader of the arrays `dense_array` keeps (`native.cached_array()`), when they are loaded
+_cached_array: Any = None
 
 
-def use_native(tensor_over: Any, fresh_tensor: Any = None, tensor_facts: Any = None) -> None:
-    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their maker
-    (`native.fresh_tensor()`, which serves a device memory whose address space is the native one), and read
-    tensors' facts with their `native.tensor_facts()`, or do without them (None)."""
-    global _tensor_over, _fresh_tensor, _tensor_facts
-    _tensor_over, _fresh_tensor = tensor_over, fresh_tensor
+def use_native(
+    tensor_over: Any,
+    fresh_tensor: Any = None,
+    tensor_facts: Any = None,
+    fresh_tensors: Any = None,
+    cached_array: Any = None,
+) -> None:
+    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their makers
+    (`native.fresh_tensor()` and `native.fresh_tensors()`, which serve a device memory whose address space is the
+    native one), read tensors' facts with their `native.tensor_facts()` and kept arrays with their
+    `native.cached_array()`, or do without them (None)."""
+    global _tensor_over, _fresh_tensor, _tensor_facts, _fresh_tensors, _cached_array
+    _tensor_over, _fresh_tensor, _fresh_tensors = tensor_over, fresh_tensor, fresh_tensors
     _tensor_facts = tensor_facts or python_tensor_facts
+    _cached_array = cached_array
 
 
 # the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper

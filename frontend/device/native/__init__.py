@@ -14,8 +14,8 @@ The library also holds the device memory's address space (`address_space`: the f
 `neuron_hooks.cpp` implements them; the storages over the blocks stay in Python (`storage.py`), which the resize
 hook and the allocator call back.
 
-The library is compiled with the system's C++ compiler against the installed torch (one file, ~10 s), once per
-torch version, Python version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
+The library is compiled with the system's C++ compiler against the installed torch and NumPy's C API (one file,
+~10 s), once per torch version, Python version, NumPy version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
 `~/.cache/neuron-mlir/native`): `make venv` builds it, and a process that finds it missing builds it on first use
 (under a file lock, so ranks started together build it once). Without a compiler (or with
 `NEURON_MLIR_NATIVE=0`) the device registers torch's Python hooks instead; a failed build makes registration warn
@@ -58,9 +58,10 @@ def _compiler() -> str | None:
 
 
 def _command(compiler: str, output: Path) -> list[str]:
+    import numpy
     from torch.utils import cpp_extension
 
-    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"], numpy.get_include()]
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
         compiler,
@@ -86,8 +87,15 @@ def library_path() -> Path:
     """Where the library built from this source for this torch and Python lives."""
     key = hashlib.sha256()
     key.update(SOURCE.read_bytes())
-    key.update(f"{torch.__version__}|{sys.version}|{platform.machine()}".encode())
+    # NumPy's C API is compiled in: a library built against one NumPy may not load with another
+    key.update(f"{torch.__version__}|{sys.version}|{platform.machine()}|numpy {_numpy_version()}".encode())
     return library_directory() / f"neuron_hooks-{key.hexdigest()[:16]}.so"
+
+
+def _numpy_version() -> str:
+    import numpy  # torch has imported it
+
+    return str(numpy.__version__)
 
 
 def build(*, verbose: bool = False) -> Path:
@@ -144,6 +152,10 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_address_space.restype = ctypes.py_object
     library.neuron_fresh_tensor_function.argtypes = []
     library.neuron_fresh_tensor_function.restype = ctypes.py_object
+    library.neuron_fresh_tensors_function.argtypes = []
+    library.neuron_fresh_tensors_function.restype = ctypes.py_object
+    library.neuron_cached_array_function.argtypes = []
+    library.neuron_cached_array_function.restype = ctypes.py_object
     library.neuron_tensor_facts_function.argtypes = []
     library.neuron_tensor_facts_function.restype = ctypes.py_object
     _library = library
@@ -236,6 +248,14 @@ def fresh_tensor() -> Callable[..., tuple[torch.Tensor, Any] | None] | None:
     return None if library is None else cast(Any, library.neuron_fresh_tensor_function())
 
 
+def fresh_tensors() -> Callable[..., list[tuple[torch.Tensor, Any]] | None] | None:
+    """The native maker of several fresh device results in one call, `(space, layouts, attribute, arrays_attribute)
+    -> [(tensor, array), ...]`: `fresh_tensor()`'s result for each `(shape, dtype, element)` of `layouts`, in order;
+    None, with every block it made given back, when the space cannot hold one of them. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_fresh_tensors_function())
+
+
 def tensor_facts() -> Callable[[torch.Tensor, str], tuple[Any, torch.UntypedStorage, int, bool, bool] | None] | None:
     """The native reader of what a deferred region asks of a device tensor, `(tensor, attribute) -> (block,
     storage, storage_offset, contiguous, plain)`: its untyped storage, that storage's attribute `attribute` (None
@@ -244,6 +264,15 @@ def tensor_facts() -> Callable[[torch.Tensor, str], tuple[Any, torch.UntypedStor
     methods are one call each. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_tensor_facts_function())
+
+
+def cached_array() -> Callable[[torch.Tensor, str], Any] | None:
+    """The native reader of the NumPy array `storage.dense_array` keeps for a contiguous device tensor, `(tensor,
+    arrays_attribute) -> array`: the array its storage's dict `arrays_attribute` holds by the tensor's storage
+    offset, shape and dtype, or None (not contiguous, a conjugate or negative view, or no array kept). One builtin
+    call where the tensor's methods are one call each. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_cached_array_function())
 
 
 def _set_reason(reason: str) -> None:

@@ -7,6 +7,16 @@
 #include <Python.h>
 #include <structmember.h>
 
+// NumPy's C API (headers of the installed NumPy, whose version is part of the library's cache key): a block's bytes
+// and a fresh result's typed array made without a call into Python each. `import_array` runs with the first address
+// space (`numpy_api_ready`).
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL neuron_hooks_ARRAY_API
+#include <numpy/arrayobject.h>
+#if NPY_ABI_VERSION < 0x02000000  // NumPy 1.x (pyproject allows 1.26): the item size is a field of the descriptor
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -18,6 +28,7 @@
 #include <c10/core/Storage.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Generator.h>
@@ -279,6 +290,18 @@ torch::Library* metadata_library = nullptr;  // lives as long as the process: it
 // eager op's fresh result costs one call, and a dying block's range returns from its deallocation without a Python
 // `__del__`. The block's bytes are a NumPy uint8 array of exactly the requested size, as the Python blocks' are.
 
+// NumPy's C API, imported once (false with a Python exception set when NumPy cannot be imported).
+bool numpy_api_ready() {
+  static bool ready = false;
+  if (!ready) {
+    if (_import_array() < 0) {
+      return false;
+    }
+    ready = true;
+  }
+  return true;
+}
+
 struct SpaceObject {
   PyObject_HEAD
   int64_t capacity;
@@ -286,8 +309,6 @@ struct SpaceObject {
   std::map<int64_t, int64_t>* free_ranges;  // start -> size, address order
   int64_t allocated_bytes, reserved_bytes, peak_allocated_bytes, peak_reserved_bytes;
   int64_t allocations, frees, live_blocks;
-  PyObject* numpy_empty;  // numpy.empty
-  PyObject* uint8;  // numpy.uint8
 };
 
 struct BlockObject {
@@ -420,17 +441,12 @@ PyObject* space_allocate(PyObject* self, PyObject* argument) {
     Py_RETURN_NONE;
   }
   // the bytes first: a failure leaves the space as it was
-  PyObject* data = PyObject_CallFunction(space->numpy_empty, "LO", static_cast<long long>(nbytes), space->uint8);
+  npy_intp length = static_cast<npy_intp>(nbytes);
+  PyObject* data = PyArray_SimpleNew(1, &length, NPY_UINT8);
   if (data == nullptr) {
     return nullptr;
   }
-  Py_buffer view;
-  if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) != 0) {
-    Py_DECREF(data);
-    return nullptr;
-  }
-  void* pointer = view.buf;  // the array keeps its bytes where they are for its life
-  PyBuffer_Release(&view);
+  void* pointer = PyArray_DATA(reinterpret_cast<PyArrayObject*>(data));  // kept where they are for its life
   auto* block = PyObject_New(BlockObject, block_type);
   if (block == nullptr) {
     Py_DECREF(data);
@@ -509,8 +525,6 @@ void space_dealloc(PyObject* self) {
   auto* space = reinterpret_cast<SpaceObject*>(self);
   PyTypeObject* type = Py_TYPE(self);
   delete space->free_ranges;
-  Py_XDECREF(space->numpy_empty);
-  Py_XDECREF(space->uint8);
   type->tp_free(self);
   Py_DECREF(type);
 }
@@ -727,22 +741,11 @@ PyObject* neuron_address_space(long long capacity, long long alignment) {
       return nullptr;
     }
   }
-  PyObject* numpy = PyImport_ImportModule("numpy");
-  if (numpy == nullptr) {
-    return nullptr;
-  }
-  PyObject* empty = PyObject_GetAttrString(numpy, "empty");
-  PyObject* uint8 = PyObject_GetAttrString(numpy, "uint8");
-  Py_DECREF(numpy);
-  if (empty == nullptr || uint8 == nullptr) {
-    Py_XDECREF(empty);
-    Py_XDECREF(uint8);
+  if (!neuron::numpy_api_ready()) {
     return nullptr;
   }
   auto* space = PyObject_New(neuron::SpaceObject, neuron::space_type);
   if (space == nullptr) {
-    Py_DECREF(empty);
-    Py_DECREF(uint8);
     return nullptr;
   }
   space->capacity = capacity;
@@ -753,8 +756,6 @@ PyObject* neuron_address_space(long long capacity, long long alignment) {
   }
   space->allocated_bytes = space->reserved_bytes = space->peak_allocated_bytes = space->peak_reserved_bytes = 0;
   space->allocations = space->frees = space->live_blocks = 0;
-  space->numpy_empty = empty;
-  space->uint8 = uint8;
   return reinterpret_cast<PyObject*>(space);
 }
 
@@ -808,6 +809,21 @@ PyObject* neuron_fresh_tensor(
     PyObject* array = Py_None;  // no array wanted: `element` is None
     if (element == Py_None) {
       Py_INCREF(array);
+    } else if (PyArray_DescrCheck(element) && PyDataType_ELSIZE(reinterpret_cast<PyArray_Descr*>(element)) ==
+                   static_cast<npy_intp>(c10::elementSize(scalar_type))) {
+      // the array over the block's bytes in one call (what `data.view(element).reshape(shape)` makes in two), its
+      // base the block's bytes, which it keeps alive
+      std::vector<npy_intp> dims(sizes.begin(), sizes.end());
+      Py_INCREF(element);  // PyArray_NewFromDescr steals the reference
+      array = PyArray_NewFromDescr(
+          &PyArray_Type, reinterpret_cast<PyArray_Descr*>(element), static_cast<int>(dims.size()), dims.data(),
+          nullptr, block->pointer, NPY_ARRAY_CARRAY, nullptr);
+      if (array != nullptr) {
+        Py_INCREF(block->data);
+        if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), block->data) != 0) {
+          Py_CLEAR(array);
+        }
+      }
     } else {
       PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
       if (typed == nullptr) {
@@ -868,6 +884,51 @@ PyMethodDef fresh_tensor_method = {
 // call's conversions.
 PyObject* neuron_fresh_tensor_function() {
   return PyCFunction_New(&fresh_tensor_method, nullptr);
+}
+
+namespace {
+// fresh_tensors(space, layouts, attribute, arrays_attribute) -> [(tensor, array), ...] | None: `neuron_fresh_tensor`
+// for each (shape, dtype, element) of the sequence `layouts`, in one call (a compiled graph's device outputs, dozens a
+// call). None, every block made so far given back, when the space cannot hold one of them or is not a native one.
+PyObject* fresh_tensors_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 4) {
+    PyErr_SetString(PyExc_TypeError, "fresh_tensors(space, layouts, attribute, arrays_attribute) takes 4 arguments");
+    return nullptr;
+  }
+  PyObject* layouts = PySequence_Fast(args[1], "fresh_tensors: layouts must be a sequence");
+  if (layouts == nullptr) {
+    return nullptr;
+  }
+  Py_ssize_t length = PySequence_Fast_GET_SIZE(layouts);
+  PyObject* results = PyList_New(length);
+  for (Py_ssize_t index = 0; results != nullptr && index < length; ++index) {
+    PyObject* layout = PySequence_Fast_GET_ITEM(layouts, index);
+    if (!PyTuple_Check(layout) || PyTuple_GET_SIZE(layout) != 3) {
+      PyErr_SetString(PyExc_TypeError, "fresh_tensors: each layout is a (shape, dtype, element) tuple");
+      Py_CLEAR(results);
+      break;
+    }
+    PyObject* made = neuron_fresh_tensor(
+        args[0], PyTuple_GET_ITEM(layout, 0), PyTuple_GET_ITEM(layout, 1), PyTuple_GET_ITEM(layout, 2), args[2],
+        args[3]);
+    if (made == nullptr || made == Py_None) {
+      Py_DECREF(results);  // the results made so far die, and their blocks with them
+      results = made;
+      break;
+    }
+    PyList_SET_ITEM(results, index, made);
+  }
+  Py_DECREF(layouts);
+  return results;
+}
+PyMethodDef fresh_tensors_method = {
+    "fresh_tensors", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(fresh_tensors_fastcall)), METH_FASTCALL,
+    "fresh_tensors(space, layouts, attribute, arrays_attribute) -> [(tensor, array), ...] | None"};
+}  // namespace
+
+// `fresh_tensors_fastcall` as a builtin function (a new reference).
+PyObject* neuron_fresh_tensors_function() {
+  return PyCFunction_New(&fresh_tensors_method, nullptr);
 }
 
 namespace {
@@ -934,6 +995,87 @@ PyMethodDef tensor_facts_method = {
 // `tensor_facts_fastcall` as a builtin function (a new reference).
 PyObject* neuron_tensor_facts_function() {
   return PyCFunction_New(&tensor_facts_method, nullptr);
+}
+
+namespace {
+// cached_array(tensor, arrays_attribute) -> array | None: the NumPy array storage.dense_array keeps for contiguous
+// `tensor` on its storage's dict `arrays_attribute`, by (storage offset, shape, dtype), without the tensor's Python
+// methods; None when the tensor is not contiguous, is a conjugate or negative view, has no storage, or no array is
+// kept for it (storage.dense_array then makes it).
+PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 2 || !THPVariable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "cached_array(tensor, arrays_attribute) takes a tensor and an attribute name");
+    return nullptr;
+  }
+  const at::Tensor& tensor = THPVariable_Unpack(args[0]);
+  PyObject* stored = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes;
+  try {
+    if (!tensor.defined() || !tensor.has_storage() || !tensor.is_contiguous() || tensor.is_conj() ||
+        tensor.is_neg()) {
+      Py_RETURN_NONE;
+    }
+    offset = tensor.storage_offset();
+    sizes = tensor.sizes().vec();
+    stored = THPStorage_Wrap(tensor.storage());
+  } catch (const std::exception&) {
+    Py_XDECREF(stored);
+    Py_RETURN_NONE;  // the tensor's own methods give the answer (or the error)
+  }
+  if (stored == nullptr) {
+    return nullptr;
+  }
+  PyObject* arrays = PyObject_GetAttr(stored, args[1]);
+  Py_DECREF(stored);
+  if (arrays == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      return nullptr;
+    }
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  if (!PyDict_Check(arrays)) {
+    Py_DECREF(arrays);
+    Py_RETURN_NONE;
+  }
+  // the key as storage.dense_array makes it: a plain tuple of the sizes hashes and compares as the torch.Size
+  PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(sizes.size()));
+  for (size_t axis = 0; shape != nullptr && axis < sizes.size(); ++axis) {
+    PyObject* size = PyLong_FromLongLong(sizes[axis]);
+    if (size == nullptr) {
+      Py_CLEAR(shape);
+      break;
+    }
+    PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(axis), size);
+  }
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(tensor.scalar_type()));  // borrowed
+  PyObject* key = shape == nullptr ? nullptr : Py_BuildValue("(LNO)", static_cast<long long>(offset), shape, dtype);
+  if (key == nullptr) {
+    Py_DECREF(arrays);
+    return nullptr;
+  }
+  PyObject* found = PyDict_GetItemWithError(arrays, key);  // borrowed
+  Py_DECREF(key);
+  if (found == nullptr) {
+    Py_DECREF(arrays);
+    if (PyErr_Occurred()) {
+      return nullptr;
+    }
+    Py_RETURN_NONE;
+  }
+  Py_INCREF(found);
+  Py_DECREF(arrays);
+  return found;
+}
+PyMethodDef cached_array_method = {
+    "cached_array", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(cached_array_fastcall)), METH_FASTCALL,
+    "cached_array(tensor, arrays_attribute) -> array | None"};
+}  // namespace
+
+// `cached_array_fastcall` as a builtin function (a new reference).
+PyObject* neuron_cached_array_function() {
+  return PyCFunction_New(&cached_array_method, nullptr);
 }
 
 }  // extern "C"

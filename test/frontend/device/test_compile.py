@@ -1,7 +1,13 @@
 """torch.compile on device tensors: the compiled graphs read device memory in place and return device tensors."""
 
+import sys
+from typing import Any
+
 import torch
 from support import assert_close_to_torch
+
+from neuron_mlir.frontend.compile_graph import CompiledGraph
+from neuron_mlir.frontend.device import storage
 
 neuron = torch.get_device_module("neuron")
 
@@ -36,6 +42,18 @@ def test_repeated_calls_write_outputs_straight_into_device_memory(fresh_compiler
     compiled = torch.compile(model, backend="neuron-mlir")
     inputs = [torch.randn(3, 8) for _ in range(3)]
     copied = arrays_copied_in
+    # the device outputs of a graph's run are made together, in one native call
+    batches: list[int] = []
+    make = storage._fresh_tensors
+    assert make is not None
+
+    def counted(space: Any, layouts: Any, *rest: Any) -> Any:
+        # the compiled graphs' batches (through storage.empty_arrays), not the recorded eager ops' (`.sum()`)
+        if sys._getframe(2).f_code is CompiledGraph.call_sized.__code__:
+            batches.append(len(layouts))
+        return make(space, layouts, *rest)
+
+    monkeypatch.setattr(storage, "_fresh_tensors", counted)
     outputs = []
     for x in inputs:
         output = compiled(x.to("neuron"))
@@ -44,7 +62,11 @@ def test_repeated_calls_write_outputs_straight_into_device_memory(fresh_compiler
         if len(outputs) == 1:
             assert copied  # the first call learns the outputs' layouts
             copied.clear()
+            assert not batches
     assert not copied  # the later calls' outputs and gradients are written where their device tensors live
+    # per later call, the forward graph's output and saved activations, then the backward graph's four gradients
+    assert len(batches) == 4, batches
+    assert batches[1::2] == [4, 4], batches
     assert all(output.device.type == "neuron" for output in outputs)
     reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     reference.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})

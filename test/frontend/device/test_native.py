@@ -181,6 +181,57 @@ def test_fresh_results_come_whole_from_one_native_call():
         torch.empty(1 << 40, device="neuron")
 
 
+def test_several_fresh_results_come_from_one_native_call():
+    """`storage.empty_arrays` makes what `empty_array` makes for each of several layouts in one native call (a
+    compiled graph's device outputs): each its own block, storage, tensor and array, the array kept on the storage;
+    and a batch the HBM cannot hold whole gives back the blocks it made before raising the out-of-memory error."""
+    import ml_dtypes
+    import numpy as np
+
+    from neuron_mlir.frontend.device import storage
+
+    assert storage._fresh_tensors is not None
+    memory = storage.device_memory()
+    before = (memory.allocated_bytes, memory.stats()["allocation.all.allocated"])
+    layouts = [
+        ((5, 6), torch.float32, np.dtype(np.float32)),
+        ((), torch.int64, np.dtype(np.int64)),
+        ((2, 0), torch.bfloat16, np.dtype(ml_dtypes.bfloat16)),
+        ((3,), torch.bool, np.dtype(np.bool_)),
+    ]
+    made = storage.empty_arrays(layouts)
+    assert len(made) == 4
+    for (tensor, array), (shape, dtype, element) in zip(made, layouts, strict=True):
+        assert tensor.device == torch.device("neuron", 0)
+        assert (tuple(tensor.shape), tensor.dtype, tensor.is_contiguous()) == (shape, dtype, True)
+        assert (array.shape, array.dtype, array.flags.c_contiguous, array.flags.writeable) == (
+            shape,
+            element,
+            True,
+            True,
+        )
+        assert array.ctypes.data == storage.block_of(tensor).data.ctypes.data
+        assert tensor.data_ptr() == (array.ctypes.data if array.size else 0)  # torch's pointer of no elements
+        assert storage.dense_array(tensor) is array
+        array[...] = 1
+        assert torch.equal(tensor.cpu(), torch.ones(shape, dtype=dtype))
+    blocks = {id(storage.block_of(tensor)) for tensor, _ in made}
+    assert len(blocks) == 4
+    assert memory.allocated_bytes == before[0] + 120 + 8 + 0 + 3
+    assert memory.stats()["allocation.all.allocated"] == before[1] + 4
+    tensor = made[0][0]
+    del made
+    assert memory.allocated_bytes == before[0] + 120  # each block dies with its own tensor
+    del tensor
+    assert memory.allocated_bytes == before[0]
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        storage.empty_arrays(
+            [((4,), torch.float32, np.dtype(np.float32)), ((1 << 40,), torch.float32, np.dtype(np.float32))]
+        )
+    assert memory.allocated_bytes == before[0]
+    assert storage.empty_arrays([]) == []
+
+
 def test_a_tensors_facts_come_from_one_native_call():
     """What a deferred region asks of every operand (its storage's block, the storage, the offset, whether it is
     contiguous and whether its bytes are its values) comes from one native call, and is what the tensor's own
@@ -214,6 +265,48 @@ def test_a_tensors_facts_come_from_one_native_call():
     assert facts(base, "no_such_attribute")[0] is None
     with pytest.raises(TypeError):
         facts("not a tensor", storage._BLOCK_ATTRIBUTE)
+
+
+def test_kept_arrays_are_found_by_one_native_call():
+    """`storage.dense_array` finds the arrays it keeps on a storage (by offset, shape and dtype) through the native
+    `cached_array`: the same array as the Python lookup, for the tensor and a contiguous view of the same bytes;
+    nothing for tensors whose bytes are not their dense values, nor for a storage given a new block."""
+    from neuron_mlir.frontend.device import storage
+
+    find = storage._cached_array
+    assert find is not None
+    attribute = storage._DENSE_ARRAYS_ATTRIBUTE
+    base = torch.arange(24.0).reshape(4, 6).to("neuron")
+    assert find(base, attribute) is None  # nothing kept yet
+    array = storage.dense_array(base)
+    assert array is not None
+    assert find(base, attribute) is array
+    assert storage.dense_array(base) is array
+    rows = base[1:3]
+    assert find(rows, attribute) is None  # another offset and shape: not kept yet
+    kept = storage.dense_array(rows)
+    assert kept is not None
+    assert find(base[1:3], attribute) is kept
+    assert kept.tolist() == base.cpu()[1:3].tolist()
+    assert find(base.view(6, 4), attribute) is None
+    assert find(base.to(torch.int32), attribute) is None  # another storage
+    assert find(base.t(), attribute) is None
+    assert storage.dense_array(base.t()) is None
+    complex_base = torch.randn(3, 4, dtype=torch.complex64).to("neuron")
+    storage.dense_array(complex_base)
+    assert find(complex_base, attribute) is not None
+    assert find(complex_base.conj(), attribute) is None
+    assert find(torch.ones(3), attribute) is None  # a CPU tensor: no kept arrays
+    tensor = torch.arange(8.0).to("neuron")
+    before = storage.dense_array(tensor)
+    tensor.untyped_storage().resize_(64)  # a new block: the arrays over the old one are dropped
+    assert find(tensor, attribute) is None
+    after = storage.dense_array(tensor)
+    assert after is not None
+    assert after is not before
+    assert after.ctypes.data == storage.block_of(tensor).data.ctypes.data
+    with pytest.raises(TypeError):
+        find("not a tensor", attribute)
 
 
 def test_device_memory_is_the_native_address_space():

@@ -56,6 +56,37 @@ def test_a_region_gives_the_values_of_the_ops_alone(deferred):
     assert deferred.REGION_STATS["region_ops"] - before["region_ops"] == 4  # mm, relu, sum, add_
 
 
+def test_a_recorded_ops_fresh_results_come_from_one_native_call(deferred, monkeypatch):
+    """A recorded op's fresh results (a layer norm's output, mean and reciprocal deviation) are made together, in
+    one native call, and hold the op's values once the region runs."""
+    from neuron_mlir.frontend.device import storage
+
+    torch.manual_seed(0)
+    host = [torch.randn(4, 8), torch.randn(8), torch.randn(8)]
+    device = [t.to("neuron") for t in host]
+
+    def layer_norm(x, w, b):
+        return torch.ops.aten.native_layer_norm(x, [8], w, b, 1e-5)
+
+    _warm(layer_norm, *device)
+    make = storage._fresh_tensors
+    assert make is not None
+    batches = []
+
+    def counted(space, layouts, *rest):
+        batches.append(len(layouts))
+        return make(space, layouts, *rest)
+
+    monkeypatch.setattr(storage, "_fresh_tensors", counted)
+    runs = deferred.REGION_STATS["regions_run"]
+    results = layer_norm(*device)
+    assert batches == [3]
+    assert deferred.pending_ops() == 1
+    for actual, expected in zip(results, layer_norm(*host), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
 def test_the_same_region_again_is_found_in_the_cache(deferred):
     dx, dw = torch.randn(4, 8, device="neuron"), torch.randn(8, 6, device="neuron")
     _warm(_ops, dx, dw)
