@@ -1323,14 +1323,15 @@ class LearnedBuckets:
     """The buckets of a graph's unbounded sizes (`dynamic=True`, automatic dynamic), learned from its calls.
 
     Each call wants a program whose tops cover every size seen so far: each size the next power of two of the
-    largest seen (at least `SMALLEST_TOP`), except the size of the widest range seen (largest / smallest, then
-    largest), which is split as a marked range of [its lower bound, `FOLLOWED_TOP`] is: a call up to the geometric
-    middle (`range_split`: 64 from 2) wants the middle, one above it `FOLLOWED_TOP`, or the next power of two of
-    the largest size seen once sizes exceed `FOLLOWED_TOP`. The call runs the smallest program compiled so far
-    that covers its sizes with no more padded work than the wanted one (the program's loops follow the call, so
-    a larger program runs it near its exact cost), else compiles the wanted one. While one size varies up to
-    `FOLLOWED_TOP` and the others stay within their first tops, a graph has at most two programs (the middle's and
-    `FOLLOWED_TOP`'s); each size beyond every program's top costs one more (docs/dynamic-shapes.md).
+    largest seen (at least `SMALLEST_TOP`), except the size of the widest range seen (largest / smallest, then a
+    minor factor of merged rows, then largest; of those seen above `SMALLEST_TOP` if any), which is split as a
+    marked range of [its lower bound, `FOLLOWED_TOP`] is: a call up to the geometric middle (`range_split`: 64
+    from 2) wants the middle, one above it `FOLLOWED_TOP`, or the next power of two of the largest size seen
+    once sizes exceed `FOLLOWED_TOP`. The call runs the smallest program compiled so far that covers its sizes
+    with no more padded work than the wanted one (the program's loops follow the call, so a larger program runs
+    it at a fraction of its own sizes' cost), else compiles the wanted one. While one size varies up to
+    `FOLLOWED_TOP` and the others stay within their first tops, a graph has at most two programs (the middle's
+    and `FOLLOWED_TOP`'s); each size beyond every program's top costs one more (docs/dynamic-shapes.md).
     """
 
     def __init__(
@@ -1379,15 +1380,21 @@ class LearnedBuckets:
             low, high = self.seen[symbol]
             return (high / max(low, 1), symbol in self.inner, high)
 
-        # at the first call every range is one size: the split goes to a minor factor, else to the largest size
-        widest = max(values, key=width)
         tops = {s: max(SMALLEST_TOP, _power_of_two(self.seen[s][1])) for s in values}
+        # a size seen only up to SMALLEST_TOP has one top for all its sizes: split, it would be padded to the
+        # middle (a batch of 2 to 4 beside a sequence that has not changed yet)
+        varying = [s for s in values if self.seen[s][1] > SMALLEST_TOP] or list(values)
+        # at the first call every range is one size: the split goes to a minor factor, else to the largest size
+        widest = max(varying, key=width)
         high = self.seen[widest][1]
         middle = range_split(self.lowers[widest], FOLLOWED_TOP)
         if middle is not None and values[widest] <= middle:
             tops[widest] = middle
         else:
             tops[widest] = max(FOLLOWED_TOP, _power_of_two(high))
+        return self._shared(tops)
+
+    def _shared(self, tops: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
         for a, b in self.assumed:  # sizes the program takes as one share their top
             tops[a] = tops[b] = max(tops[a], tops[b])
         return tops

@@ -77,6 +77,16 @@ def test_unbounded_sizes_learn_at_most_two_programs_per_graph_in_any_order(order
     assert sorted(single) == [64, FOLLOWED_TOP]
 
 
+def test_a_batch_of_2_to_4_beside_a_sequence_that_has_not_changed_yet_is_not_split():
+    batch, seq = sympy.symbols("b s")
+    learned = LearnedBuckets({batch: 2, seq: 2})
+    for b, s in ((2, 7), (4, 8), (3, 100), (4, 5)):
+        learned.bucket({batch: b, seq: s}, {})
+    # the batch's range (2..4) is the wider at the second call, but one top of 4 covers it: split at the middle
+    # it would have compiled a 64 x 8 program
+    assert [(t[batch], t[seq]) for t in learned.compiled] == [(4, 64), (4, 512)]
+
+
 def test_a_size_beyond_every_program_compiles_one_covering_every_size_seen():
     batch, seq = sympy.symbols("b s")
     learned = LearnedBuckets({batch: 2, seq: 2})
