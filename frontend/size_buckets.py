@@ -49,6 +49,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -404,7 +405,8 @@ class _Rewriter:
 
     def _track_below(self, node: torch.fx.Node) -> None:
         """Record `node` in `below` when it is `arange(s)` (from 0, step 1, an integer dtype), adds 0 to such a
-        tensor (transformers' `arange(length) + offset` with no offset) or views one."""
+        tensor (transformers' `arange(length) + offset` with no offset) or views one (a whole slice, `x[:, None]`
+        with symbolic sizes, included)."""
         target, args = node.target, _args(node)
         value = node.meta.get("val")
         if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64):
@@ -420,7 +422,7 @@ class _Rewriter:
         if not isinstance(source, torch.fx.Node) or source not in self.below:
             return
         adds_zero = target in (aten.add.Tensor, aten.add.Scalar) and len(args) == 2 and args[1] == 0
-        if adds_zero or target in _VIEWS:
+        if adds_zero or target in _VIEWS or _whole_slice(node):
             symbol, chain = self.below[source]
             self.below[node] = (symbol, [*chain, node])
 
@@ -478,6 +480,18 @@ class _Rewriter:
 
 
 # -- the rules: each returns the node's layout (a list of layouts for ops with several results) -----------------
+
+
+def _whole_slice(node: torch.fx.Node) -> bool:
+    """Whether `node` is `slice(x, dim, 0, end)` with step 1 and an end no dimension reaches (Python's `x[:]`,
+    which traces so when the sizes are symbolic): the tensor itself."""
+    if node.target is not aten.slice.Tensor:
+        return False
+    args = _args(node)
+    start = args[2] if len(args) > 2 else node.kwargs.get("start")
+    end = args[3] if len(args) > 3 else node.kwargs.get("end")
+    step = args[4] if len(args) > 4 else node.kwargs.get("step", 1)
+    return start in (0, None) and step == 1 and (end is None or (isinstance(end, int) and end >= sys.maxsize))
 
 
 def _number_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -651,6 +651,25 @@ def test_indices_that_are_inputs_or_aranges_of_the_bucket_need_no_padding_where(
     assert [_wheres(plan) for plan in plans] == [0]
 
 
+def test_aranges_through_whole_slices_need_no_padding_where_under_dynamic_true(monkeypatch):
+    # with symbolic sizes `[:, None]` traces as a slice from 0 to the largest int, then an unsqueeze: the
+    # slice is the arange itself, and the gathers of transformers' mask code keep no `where`
+    plans = _plans(monkeypatch)
+
+    def keys_of(positions):
+        batch = torch.arange(positions.shape[0])[:, None, None, None]
+        return positions[batch, torch.arange(positions.shape[1])[None, None, None, :]]
+
+    compiled = torch.compile(keys_of, backend="neuron-mlir", dynamic=True, options={"strict": True, "cache": False})
+    torch.manual_seed(8)
+    for batch, seq in ((2, 70), (3, 130), (2, 5)):
+        positions = torch.randint(0, 512, (batch, seq))
+        assert_close_to_torch(compiled(positions), keys_of(positions), f"{batch} x {seq}")
+    slices = [n for n in plans[0].graph_module.graph.nodes if n.target is torch.ops.aten.slice.Tensor]
+    assert slices, "the whole slice is traced"
+    assert [_wheres(plan) for plan in plans] == [0]
+
+
 def test_an_arange_longer_than_the_table_it_indexes_keeps_its_padding_where(monkeypatch):
     # positions up to 150 in a table of 100 rows: the bucket's padded positions would lie outside the table
     plans = _plans(monkeypatch)
