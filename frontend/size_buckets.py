@@ -491,7 +491,7 @@ def _whole_slice(node: torch.fx.Node) -> bool:
     start = args[2] if len(args) > 2 else node.kwargs.get("start")
     end = args[3] if len(args) > 3 else node.kwargs.get("end")
     step = args[4] if len(args) > 4 else node.kwargs.get("step", 1)
-    return start in (0, None) and step == 1 and (end is None or (isinstance(end, int) and end >= sys.maxsize))
+    return bool(start in (0, None) and step == 1 and (end is None or (isinstance(end, int) and end >= sys.maxsize)))
 
 
 def _number_dtype(dtype: torch.dtype) -> torch.dtype:
