@@ -43,7 +43,7 @@ import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph, names_op
 from neuron_mlir.frontend.data_dependent import specialise_split_points
-from neuron_mlir.frontend.float_constants import FloatSpecialised, float_constants
+from neuron_mlir.frontend.float_constants import FloatSpecialised, float_constants, fold_scalar_arithmetic
 from neuron_mlir.frontend.linalg_decompositions import route_composite_calls
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
 from neuron_mlir.frontend.recognize_activations import recognize_activations
@@ -337,6 +337,7 @@ def neuron_mlir_backend(
     constants = float_constants(graph_module)
     if constants:  # compiled with the floats as constants, again for other values (frontend/float_constants.py)
         return FloatSpecialised(graph_module, constants, lambda gm: _compile_dynamo_graph(gm, example_inputs, config))
+    fold_scalar_arithmetic(graph_module)
     return _compile_dynamo_graph(graph_module, example_inputs, config)
 
 

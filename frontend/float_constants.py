@@ -62,34 +62,65 @@ def specialise(graph_module: torch.fx.GraphModule, values: dict[int, float]) -> 
     for position, value in values.items():
         for read in list(placeholders[position].users):
             known[read] = value
+    _fold(graph, known)
+    specialised = torch.fx.GraphModule(graph_module, graph)
+    specialised.meta = dict(graph_module.meta)  # Dynamo's notes on the graph (parameter names, ...)
+    return specialised
+
+
+def fold_scalar_arithmetic(graph_module: torch.fx.GraphModule) -> int:
+    """Fold, in place, the Python scalar arithmetic of `graph_module` on constants: a trace that specialised
+    `math.pi` may still hold `2.0 / 3.14159...` and `torch._sym_sqrt` of it as nodes. The number folded."""
+    if not hasattr(graph_module, "graph"):  # Dynamo's wrapper of nested inputs (`GmWrapper`): left as it is
+        return 0
+    folded = _fold(graph_module.graph, {})
+    if folded:
+        graph_module.recompile()
+    return folded
+
+
+# functions of Python numbers only, without side effects: evaluated when every argument is known
+_SCALAR_MODULES = ("_operator", "operator", "math")
+_SCALAR_TORCH_FUNCTIONS = {"_sym_sqrt", "sym_float", "sym_int", "sym_max", "sym_min", "sym_not"}
+
+
+def _scalar_function(target: Any) -> bool:
+    module = getattr(target, "__module__", None)
+    return module in _SCALAR_MODULES or (module == "torch" and target.__name__ in _SCALAR_TORCH_FUNCTIONS)
+
+
+def _fold(graph: torch.fx.Graph, known: dict[torch.fx.Node, Number]) -> int:
+    """Evaluate the scalar functions of `graph` whose arguments are numbers or nodes in `known` (node -> value),
+    give their users the values and erase them; the number of nodes erased."""
     for node in list(graph.nodes):
         if node in known or node.op != "call_function":
+            continue
+        target = node.target
+        if not _scalar_function(target):
             continue
         args = torch.fx.node.map_arg(node.args, lambda a: known.get(a, a))
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: known.get(a, a))
         leaves: list[Any] = []
         torch.fx.node.map_aggregate((args, kwargs), leaves.append)
-        if any(isinstance(leaf, torch.fx.Node) for leaf in leaves):
+        if not all(isinstance(leaf, (int, float, bool)) for leaf in leaves):
             continue
         try:
-            result = node.target(*args, **kwargs)
-        except Exception:  # not scalar arithmetic (a tensor op given numbers): left to the graph
+            result = target(*args, **kwargs)
+        except (ArithmeticError, ValueError):  # left to the graph, which raises it at run time as eager does
             continue
         if isinstance(result, (int, float, bool)):
             known[node] = result
-    for node in reversed(list(graph.nodes)):  # each folded node's uses read its value; then it goes
-        if node not in known:
-            continue
+    for node in known:  # each folded node's uses read its value
         for user in list(node.users):
             user.args = torch.fx.node.map_arg(user.args, lambda a: known.get(a, a))
             user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda a: known.get(a, a))
+    erased = 0
     for node in reversed(list(graph.nodes)):
         if node in known and not node.users:
             graph.erase_node(node)
+            erased += 1
     graph.lint()
-    specialised = torch.fx.GraphModule(graph_module, graph)
-    specialised.meta = dict(graph_module.meta)  # Dynamo's notes on the graph (parameter names, ...)
-    return specialised
+    return erased
 
 
 def _same(a: float, b: float) -> bool:

@@ -1,13 +1,14 @@
 """Floats Dynamo passes as graph inputs under `dynamic=True` are compiled as constants, checked at each call."""
 
 import math
+import operator
 
 import pytest
 import torch
 from support import assert_close_to_torch
 
 import neuron_mlir
-from neuron_mlir.frontend.float_constants import FloatSpecialised, float_constants, specialise
+from neuron_mlir.frontend.float_constants import FloatSpecialised, float_constants, fold_scalar_arithmetic, specialise
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -31,6 +32,30 @@ def test_a_global_float_is_folded_into_the_graph_as_its_value():
     assert not any("sqrt" in t for t in targets), targets
     constants = [a for n in folded[0].graph.nodes if n.op == "call_function" for a in n.args if isinstance(a, float)]
     assert math.sqrt(2.0 / math.pi) in constants
+
+
+_calls = []
+
+
+def _recorded(value):
+    _calls.append(value)
+    return value
+
+
+def test_scalar_arithmetic_on_constants_is_folded_and_nothing_else_is_run():
+    # a trace that specialised math.pi may keep `2.0 / 3.14159` and its square root as nodes of the graph
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    ratio = graph.call_function(operator.truediv, (2.0, math.pi))
+    root = graph.call_function(torch._sym_sqrt, (ratio,))
+    recorded = graph.call_function(_recorded, (0.5,))  # a function of the user's: never run while compiling
+    graph.output(graph.call_function(operator.mul, (graph.call_function(operator.mul, (root, x)), recorded)))
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert fold_scalar_arithmetic(module) == 2
+    assert _calls == []
+    products = [n for n in module.graph.nodes if n.target is operator.mul]
+    assert products[0].args == (math.sqrt(2.0 / math.pi), x)
+    assert_close_to_torch(module(torch.ones(2)), torch.ones(2) * math.sqrt(2.0 / math.pi) * 0.5)
 
 
 def test_the_tanh_gelu_of_gpt2_compiles_whole_under_dynamic_true():
