@@ -106,7 +106,7 @@ def _fold(graph: torch.fx.Graph, known: dict[torch.fx.Node, Number]) -> int:
             continue
         try:
             result = target(*args, **kwargs)
-        except (ArithmeticError, ValueError):  # left to the graph, which raises it at run time as eager does
+        except (ArithmeticError, TypeError, ValueError):  # left to the graph, which raises it at run time as eager does
             continue
         if isinstance(result, (int, float, bool)):
             known[node] = result
