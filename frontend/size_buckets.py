@@ -41,7 +41,8 @@ extents must agree: the rewrite takes those symbols as equal (`BucketPlan.assume
 that runs the graph compiled for its own sizes.
 
 Masks and numbers are inputs computed on the host from the call's extents, so one program serves every size in
-its bucket. The simulated time follows the bucket, not the call's size (docs/dynamic-shapes.md).
+its bucket, and takes the call's sizes as arguments: its loops over dimensions they bound run the call's trips
+(docs/dynamic-shapes.md).
 """
 
 from __future__ import annotations
