@@ -7,7 +7,12 @@ and the simulated time of a program compiled for exactly that size (`dynamic=Fal
 programs compiled per Dynamo graph, per-size time ratios and their geometric mean, and a Markdown table for
 docs/performance.md.
 
-    python bench/bench_dynamic_shapes.py [--model gpt2|llama] [--sizes 5] [--modes marked,dynamic]
+    python bench/bench_dynamic_shapes.py [--model gpt2|llama] [--sizes 5] [--modes marked,dynamic,automatic]
+        [--order given|increasing|decreasing]
+
+Modes: `marked` (`mark_dynamic` ranges), `dynamic` (`dynamic=True`), `automatic` (neither: Dynamo's automatic
+dynamic sizes after the first size change). `--order` calls the sizes in the order given or sorted by sequence
+length (the order changes which programs the learned buckets of unbounded sizes compile first).
     python bench/bench_dynamic_shapes.py --breakdown 4x128,2x7
 
 `--breakdown` instead compares, at each size given, the bucketed program (marked ranges, its bucket compiled at
@@ -196,8 +201,11 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, default=len(SIZES), help="how many of the 15 sizes")
     parser.add_argument("--modes", default="marked,dynamic")
     parser.add_argument("--breakdown", help="sizes (4x128,2x7) to compare per source location, nothing else")
+    parser.add_argument("--order", default="given", choices=["given", "increasing", "decreasing"])
     args = parser.parse_args()
     sizes = SIZES[: args.sizes]
+    if args.order != "given":
+        sizes = sorted(sizes, key=lambda size: size[::-1], reverse=args.order == "decreasing")
     model = build(args.model)
     if args.breakdown:
         for size in args.breakdown.split(","):
@@ -213,7 +221,8 @@ def main() -> None:
         # sizes that compile both ways (NaN: one of them does not)
         ratios = [r for row in result["rows"] if not math.isnan(r := row["ns"] / exact[row["size"]])]
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        label = "mark_dynamic(2..4, 2..512)" if mode == "marked" else "dynamic=True"
+        label = {"marked": "mark_dynamic(2..4, 2..512)", "dynamic": "dynamic=True"}.get(mode, "automatic dynamic")
+        label += "" if args.order == "given" else f", {args.order} sizes"
         all_ok = all(row["ok"] for row in result["rows"])
         print(
             f"| {label} | {result['programs']} ({result['graphs']}) | {'yes' if all_ok else 'NO'} | "

@@ -43,6 +43,7 @@ import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph, names_op
 from neuron_mlir.frontend.data_dependent import specialise_split_points
+from neuron_mlir.frontend.float_constants import FloatSpecialised, float_constants, fold_scalar_arithmetic
 from neuron_mlir.frontend.linalg_decompositions import route_composite_calls
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
 from neuron_mlir.frontend.recognize_activations import recognize_activations
@@ -326,7 +327,6 @@ def neuron_mlir_backend(
 ) -> Any:
     """The backend registered as `neuron-mlir` (entry point `torch_dynamo_backends`)."""
     from torch._dynamo.utils import counters
-    from torch._functorch.aot_autograd import aot_module_simplified
 
     config = CompileOptions.from_user(options)
     # Dynamo's DDP graph splitter (DDPOptimizer) reads this count to learn that AOTAutograd compiled a piece: only
@@ -334,6 +334,18 @@ def neuron_mlir_backend(
     # between the pieces. Uncounted, that fake answer would be handed to the first real call instead.
     counters["aot_autograd"]["total"] += 1
     _note_recompilation()
+    constants = float_constants(graph_module)
+    if constants:  # compiled with the floats as constants, again for other values (frontend/float_constants.py)
+        return FloatSpecialised(graph_module, constants, lambda gm: _compile_dynamo_graph(gm, example_inputs, config))
+    fold_scalar_arithmetic(graph_module)
+    return _compile_dynamo_graph(graph_module, example_inputs, config)
+
+
+def _compile_dynamo_graph(
+    graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], config: CompileOptions
+) -> Any:
+    from torch._functorch.aot_autograd import aot_module_simplified
+
     recognize_activations(graph_module)
     specialise_split_points(graph_module)
     route_composite_calls(graph_module, config.cpu_ops)

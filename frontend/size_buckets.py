@@ -10,8 +10,9 @@ value may be computed at larger sizes than the call's (a bucket) without its rea
 the host computes at each call (the call's actual extents as masks and numbers) and how to cut the results.
 
 How a call runs (`BucketedGraph`): each size symbol takes its bucket (`bucket_of`: the top of its range when the
-range is bounded, or for the graph's widest range the top of its lower or upper half, `split_symbols`; else the
-next power of two), the tensor inputs are padded with zeros to the bucket's sizes,
+range is bounded, or for the graph's widest range the top of its lower or upper half, `split_symbols`; an
+unbounded size, the top of the smallest program compiled so far that covers the call, else of a program covering
+every size seen, `LearnedBuckets`), the tensor inputs are padded with zeros to the bucket's sizes,
 the program compiled for that bucket runs, and each result is cut back to the call's sizes. Padding leaves
 arbitrary values (even NaN) in the padded region of every intermediate; the rewrite keeps them out of the real
 elements. The analysis tracks, per dimension of every tensor, its factors (a dimension made by merging others,
@@ -40,7 +41,8 @@ extents must agree: the rewrite takes those symbols as equal (`BucketPlan.assume
 that runs the graph compiled for its own sizes.
 
 Masks and numbers are inputs computed on the host from the call's extents, so one program serves every size in
-its bucket. The simulated time follows the bucket, not the call's size (docs/dynamic-shapes.md).
+its bucket, and takes the call's sizes as arguments: its loops over dimensions they bound run the call's trips
+(docs/dynamic-shapes.md).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -71,8 +74,16 @@ Factor: TypeAlias = Any  # an int, a torch.SymInt or a sympy expression: one ext
 Dim: TypeAlias = tuple[Factor, ...]
 Layout: TypeAlias = list[Dim]
 
-# the bucket of an unbounded size is the next power of two, never less than this (tiny sizes share one program)
+# a marked range's split counts from this size: below it, fixed costs dominate (`range_split`)
 SMALLEST_BUCKET = 8
+# the smallest top an unbounded size learns (`LearnedBuckets`): a loop over up to SHORT_TRIPS (4) trips is
+# unrolled into guarded copies (lowering/neuron_unroll_loops.py), so a program padded to 4 runs a call of 2 as fast as
+# one of its own; 8 made such loops rolled
+SMALLEST_TOP = 4
+# the largest top at which a program's nests still follow a smaller call: up to SHORT_TRIPS (4) row tiles of 128 as
+# guarded copies, masks' key columns in COLUMN_VARIANTS (4) widths of 128 (lowering/convert_torch_to_tile); an
+# unbounded size's upper program is compiled at least this large, so growth below it costs no program
+FOLLOWED_TOP = 512
 # a bounded range above this many elements is bucketed by powers of two as an unbounded one is
 LARGEST_RANGE_BUCKET = 1 << 16
 
@@ -395,7 +406,8 @@ class _Rewriter:
 
     def _track_below(self, node: torch.fx.Node) -> None:
         """Record `node` in `below` when it is `arange(s)` (from 0, step 1, an integer dtype), adds 0 to such a
-        tensor (transformers' `arange(length) + offset` with no offset) or views one."""
+        tensor (transformers' `arange(length) + offset` with no offset) or views one (a whole slice, `x[:, None]`
+        with symbolic sizes, included)."""
         target, args = node.target, _args(node)
         value = node.meta.get("val")
         if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64):
@@ -411,7 +423,7 @@ class _Rewriter:
         if not isinstance(source, torch.fx.Node) or source not in self.below:
             return
         adds_zero = target in (aten.add.Tensor, aten.add.Scalar) and len(args) == 2 and args[1] == 0
-        if adds_zero or target in _VIEWS:
+        if adds_zero or target in _VIEWS or _whole_slice(node):
             symbol, chain = self.below[source]
             self.below[node] = (symbol, [*chain, node])
 
@@ -469,6 +481,18 @@ class _Rewriter:
 
 
 # -- the rules: each returns the node's layout (a list of layouts for ops with several results) -----------------
+
+
+def _whole_slice(node: torch.fx.Node) -> bool:
+    """Whether `node` is `slice(x, dim, 0, end)` with step 1 and an end no dimension reaches (Python's `x[:]`,
+    which traces so when the sizes are symbolic): the tensor itself."""
+    if node.target is not aten.slice.Tensor:
+        return False
+    args = _args(node)
+    start = args[2] if len(args) > 2 else node.kwargs.get("start")
+    end = args[3] if len(args) > 3 else node.kwargs.get("end")
+    step = args[4] if len(args) > 4 else node.kwargs.get("step", 1)
+    return bool(start in (0, None) and step == 1 and (end is None or (isinstance(end, int) and end >= sys.maxsize)))
 
 
 def _number_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -1262,14 +1286,12 @@ def range_split(lower: int, upper: int) -> int | None:
     return split if lower <= split < upper else None
 
 
-def bucket_of(value: int, lower: int, upper: int | None, split: bool = False) -> int:
-    """The size a symbol of range [lower, upper] is compiled for when it is `value`: the range's top when the
-    range is bounded (one program for the range; with `split`, two: up to `range_split`'s size and up to the top),
-    else the next power of two (at least `SMALLEST_BUCKET`)."""
-    if upper is not None and upper <= LARGEST_RANGE_BUCKET:
-        middle = range_split(lower, upper) if split else None
-        return middle if middle is not None and value <= middle else upper
-    return max(SMALLEST_BUCKET, 1 << max(value - 1, 0).bit_length())
+def bucket_of(value: int, lower: int, upper: int, split: bool = False) -> int:
+    """The size a symbol of bounded range [lower, upper] is compiled for when it is `value`: the range's top (one
+    program for the range; with `split`, two: up to `range_split`'s size and up to the top). Unbounded sizes take
+    their buckets from the sizes seen (`LearnedBuckets`)."""
+    middle = range_split(lower, upper) if split else None
+    return middle if middle is not None and value <= middle else upper
 
 
 def split_symbols(
@@ -1294,6 +1316,103 @@ def split_symbols(
                 chosen |= {a, b}
                 grew = True
     return chosen
+
+
+def _minor_factors(plan: BucketPlan) -> frozenset[sympy.Symbol]:
+    """The size symbols that are the last factor of a dimension merged from two or more sizes."""
+    by_name = {str(s): s for s in plan.symbols}
+    minor: set[sympy.Symbol] = set()
+    for node in plan.graph_module.graph.nodes:
+        for factors in node.meta.get(SIZE_FACTORS, ()):
+            names = [f for f in factors if isinstance(f, str)]
+            if len(names) >= 2 and factors[-1] in by_name:
+                minor.add(by_name[factors[-1]])
+    return frozenset(minor)
+
+
+def _power_of_two(value: int) -> int:
+    return 1 << max(value - 1, 0).bit_length()
+
+
+class LearnedBuckets:
+    """The buckets of a graph's unbounded sizes (`dynamic=True`, automatic dynamic), learned from its calls.
+
+    Each call wants a program whose tops cover every size seen so far: each size the next power of two of the
+    largest seen (at least `SMALLEST_TOP`), except the size of the widest range seen (largest / smallest, then a
+    minor factor of merged rows, then largest; of those seen above `SMALLEST_TOP` if any), which is split as a
+    marked range of [its lower bound, `FOLLOWED_TOP`] is: a call up to the geometric middle (`range_split`: 64
+    from 2) wants the middle, one above it `FOLLOWED_TOP`, or the next power of two of the largest size seen
+    once sizes exceed `FOLLOWED_TOP`. The call runs the smallest program compiled so far that covers its sizes
+    with no more padded work than the wanted one (the program's loops follow the call, so a larger program runs
+    it at a fraction of its own sizes' cost), else compiles the wanted one. While one size varies up to
+    `FOLLOWED_TOP` and the others stay within their first tops, a graph has at most two programs (the middle's
+    and `FOLLOWED_TOP`'s); each size beyond every program's top costs one more (docs/dynamic-shapes.md).
+    """
+
+    def __init__(
+        self,
+        lowers: dict[sympy.Symbol, int],
+        assumed: Sequence[tuple[sympy.Symbol, sympy.Symbol]] = (),
+        inner: frozenset[sympy.Symbol] = frozenset(),
+    ):
+        self.lowers = lowers
+        # sizes that are the minor factor of a merged dimension (the sequence of `[b*s, h]` token rows): of
+        # equally wide ranges, the one whose padding costs least (a row tile's rows run up to the last real one)
+        self.inner = inner
+        self.assumed = [(a, b) for a, b in assumed if a in lowers and b in lowers]
+        self.seen: dict[sympy.Symbol, tuple[int, int]] = {}
+        # the full buckets of the programs compiled so far, in order
+        self.compiled: list[dict[sympy.Symbol, int]] = []
+
+    def bucket(self, values: dict[sympy.Symbol, int], fixed: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
+        """The tops of `values`'s sizes for this call; `fixed`: the buckets of the graph's other sizes (a program
+        covers the call only if it has the same)."""
+        for symbol, value in values.items():
+            low, high = self.seen.get(symbol, (value, value))
+            self.seen[symbol] = (min(low, value), max(high, value))
+        wanted = self._wanted(values)
+
+        def work(tops: dict[sympy.Symbol, int]) -> int:
+            return math.prod(tops[s] for s in values)
+
+        covering = [
+            tops
+            for tops in self.compiled
+            if all(tops[s] == b for s, b in fixed.items())
+            and all(v <= tops[s] for s, v in values.items())
+            and work(tops) <= work(wanted)
+        ]
+        if covering:  # the least padded work; the first compiled of equals
+            chosen = min(covering, key=work)
+            return {s: chosen[s] for s in values}
+        self.compiled.append({**fixed, **wanted})
+        return wanted
+
+    def _wanted(self, values: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
+        """The tops of a program compiled for this call: every size seen covered, the widest range split."""
+
+        def width(symbol: sympy.Symbol) -> tuple[float, bool, int]:
+            low, high = self.seen[symbol]
+            return (high / max(low, 1), symbol in self.inner, high)
+
+        tops = {s: max(SMALLEST_TOP, _power_of_two(self.seen[s][1])) for s in values}
+        # a size seen only up to SMALLEST_TOP has one top for all its sizes: split, it would be padded to the
+        # middle (a batch of 2 to 4 beside a sequence that has not changed yet)
+        varying = [s for s in values if self.seen[s][1] > SMALLEST_TOP] or list(values)
+        # at the first call every range is one size: the split goes to a minor factor, else to the largest size
+        widest = max(varying, key=width)
+        high = self.seen[widest][1]
+        middle = range_split(self.lowers[widest], FOLLOWED_TOP)
+        if middle is not None and values[widest] <= middle:
+            tops[widest] = middle
+        else:
+            tops[widest] = max(FOLLOWED_TOP, _power_of_two(high))
+        return self._shared(tops)
+
+    def _shared(self, tops: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
+        for a, b in self.assumed:  # sizes the program takes as one share their top
+            tops[a] = tops[b] = max(tops[a], tops[b])
+        return tops
 
 
 class BucketedGraph:
@@ -1336,6 +1455,11 @@ class BucketedGraph:
         self._failed: set[tuple[int, ...]] = set()
         self._noted: set[str] = set()
         self._split = split_symbols(plan.ranges, plan.assumed)
+        self._learned = LearnedBuckets(
+            {s: lower for s, (lower, upper) in plan.ranges.items() if upper is None or upper > LARGEST_RANGE_BUCKET},
+            plan.assumed,
+            _minor_factors(plan),
+        )
 
     def _note(self, note: str) -> None:
         """A size note, once per graph however many calls meet it."""
@@ -1360,6 +1484,7 @@ class BucketedGraph:
 
     def _buckets(self, actual: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
         buckets: dict[sympy.Symbol, int] = {}
+        learned: dict[sympy.Symbol, int] = {}
         for symbol, value in actual.items():
             lower, upper = self.plan.ranges[symbol]
             if value < lower or (upper is not None and value > upper):
@@ -1367,8 +1492,13 @@ class BucketedGraph:
                     f"{self.name}: {symbol} = {value} is outside its range [{lower}, {upper}]: compiled for this size"
                 )
                 buckets[symbol] = value
+            elif symbol in self._learned.lowers:
+                learned[symbol] = value
             else:
+                assert upper is not None  # unbounded sizes are learned
                 buckets[symbol] = bucket_of(value, lower, upper, symbol in self._split)
+        if learned:
+            buckets.update(self._learned.bucket(learned, buckets))
         return buckets
 
     def __call__(self, args: list[Any]) -> list[Any]:

@@ -347,7 +347,7 @@ def test_compiling_with_dynamic_shapes_runs_specialised(fresh_compiler):
 
     model = nn.Sequential(nn.Linear(6, 5), nn.ReLU())
     compiled = torch.compile(model, backend="neuron-mlir", dynamic=True, options={"strict": True})
-    for batch in (3, 7, 3, 9):  # compiled for a bucket of 8 rows (3 and 7), then of 16 (9)
+    for batch in (3, 7, 3, 9, 100):  # compiled for a bucket of 64 rows (3 to 9), then of 512 (100)
         x = torch.randn(batch, 6)
         assert_close_to_torch(compiled(x), model(x))
     stats = neuron_mlir.stats()

@@ -12,7 +12,17 @@ from support import assert_close_to_torch
 import neuron_mlir
 from neuron_mlir.frontend import stats as stats_module
 from neuron_mlir.frontend.fx_importer import KEY_BLOCKS_READ
-from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET, BucketedGraph, bucket_of, range_split, split_symbols
+from neuron_mlir.frontend.size_buckets import (
+    FOLLOWED_TOP,
+    SMALLEST_TOP,
+    BucketedGraph,
+    LearnedBuckets,
+    bucket_of,
+    range_split,
+    split_symbols,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import COLUMN_VARIANTS
+from neuron_mlir.lowering.neuron_unroll_loops import SHORT_TRIPS
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -27,12 +37,66 @@ def _marked(x: torch.Tensor, dim: int, low: int, high: int) -> torch.Tensor:
     return x
 
 
-def test_a_bounded_range_is_one_bucket_and_an_unbounded_size_the_next_power_of_two():
+def test_a_bounded_range_is_one_bucket():
     assert bucket_of(5, 2, 40) == 40
     assert bucket_of(40, 2, 40) == 40
-    assert bucket_of(3, 2, None) == SMALLEST_BUCKET
-    assert bucket_of(33, 2, None) == 64
-    assert bucket_of(64, 2, None) == 64
+
+
+# a decoder's (batch, sequence) sizes, batches of 1 being a graph of their own (Dynamo specialises 1)
+DECODER_SIZES = [
+    (2, 7), (4, 512), (3, 45), (1, 100), (2, 333), (4, 19), (3, 260), (2, 2), (4, 128),
+    (1, 17), (3, 400), (2, 61), (4, 250), (3, 5),
+]  # fmt: skip
+
+
+def _learned_programs(sizes: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[int]]:
+    """The programs `LearnedBuckets` compiles for a batched graph and a batch-of-one graph called at `sizes`."""
+    batch, seq = sympy.symbols("b s")
+    # the sequence is the minor factor of the token rows `[b*s, h]`
+    batched, single = LearnedBuckets({batch: 2, seq: 2}, inner=frozenset({seq})), LearnedBuckets({seq: 2})
+    for b, s in sizes:
+        if b == 1:
+            single.bucket({seq: s}, {})
+        else:
+            tops = batched.bucket({batch: b, seq: s}, {})
+            assert min(tops[batch] - b, tops[seq] - s) >= 0  # the program covers the call
+    return [(t[batch], t[seq]) for t in batched.compiled], [t[seq] for t in single.compiled]
+
+
+@pytest.mark.parametrize("order", ["as given", "increasing", "decreasing", "largest first"])
+def test_unbounded_sizes_learn_at_most_two_programs_per_graph_in_any_order(order):
+    sizes = {
+        "as given": DECODER_SIZES,
+        "increasing": sorted(DECODER_SIZES, key=lambda size: size[::-1]),
+        "decreasing": sorted(DECODER_SIZES, key=lambda size: size[::-1], reverse=True),
+        "largest first": [DECODER_SIZES[1], *DECODER_SIZES[2:], DECODER_SIZES[0]],  # automatic dynamic's order
+    }[order]
+    batched, single = _learned_programs(sizes)
+    # the sequence, the widest range, splits at sqrt(8 * FOLLOWED_TOP) = 64; batches up to SMALLEST_TOP share one
+    assert sorted(batched) == [(SMALLEST_TOP, 64), (SMALLEST_TOP, FOLLOWED_TOP)]
+    assert sorted(single) == [64, FOLLOWED_TOP]
+
+
+def test_a_batch_of_2_to_4_beside_a_sequence_that_has_not_changed_yet_is_not_split():
+    batch, seq = sympy.symbols("b s")
+    learned = LearnedBuckets({batch: 2, seq: 2})
+    for b, s in ((2, 7), (4, 8), (3, 100), (4, 5)):
+        learned.bucket({batch: b, seq: s}, {})
+    # the batch's range (2..4) is the wider at the second call, but one top of 4 covers it: split at the middle
+    # it would have compiled a 64 x 8 program
+    assert [(t[batch], t[seq]) for t in learned.compiled] == [(4, 64), (4, 512)]
+
+
+def test_a_size_beyond_every_program_compiles_one_covering_every_size_seen():
+    batch, seq = sympy.symbols("b s")
+    learned = LearnedBuckets({batch: 2, seq: 2})
+    for b, s in ((2, 7), (3, 700), (2, 600), (6, 9), (2, 3000), (3, 2000)):
+        learned.bucket({batch: b, seq: s}, {})
+    tops = [(t[batch], t[seq]) for t in learned.compiled]
+    # beyond FOLLOWED_TOP the top is the next power of two of the largest size seen; a batch beyond SMALLEST_TOP
+    # wants its own power of two, in the lower bucket as in the upper
+    assert tops == [(4, 64), (4, 1024), (8, 64), (8, 4096)]
+    assert FOLLOWED_TOP == SHORT_TRIPS * 128 == COLUMN_VARIANTS * 128  # the widths a program's nests follow
 
 
 def test_the_widest_bounded_range_splits_into_two_buckets_at_its_geometric_middle():
@@ -334,7 +398,7 @@ def test_merged_padded_dimensions_are_masked_by_each_factor():
     assert _programs() == 1
 
 
-def test_sizes_used_as_numbers_read_the_calls_size_and_dynamic_true_buckets_by_powers_of_two():
+def test_sizes_used_as_numbers_read_the_calls_size():
     def scaled(x):
         return x.sum(0) / x.shape[0] + x.shape[1]
 
@@ -342,7 +406,39 @@ def test_sizes_used_as_numbers_read_the_calls_size_and_dynamic_true_buckets_by_p
     for rows in (3, 7, 6, 12):
         x = torch.randn(rows, 5)
         assert_close_to_torch(compiled(x), scaled(x), f"{rows} rows")
-    assert _programs() == 2  # rows 3-8 in the bucket of 8 rows, 12 in the bucket of 16
+
+
+_WEIGHT = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
+
+
+def _scores(x):
+    h = torch.relu(x @ _WEIGHT)  # a constant weight: only the batch and the sequence are sizes that vary
+    return torch.softmax(h @ h.transpose(1, 2), dim=-1).sum(1)
+
+
+def test_dynamic_true_runs_sequences_of_3_to_300_with_two_programs():
+    compiled = torch.compile(_scores, backend="neuron-mlir", dynamic=True, options={"strict": True, "cache": False})
+    torch.manual_seed(3)
+    times = {}
+    for batch, seq in ((2, 5), (3, 9), (2, 40), (4, 70), (3, 300), (2, 130), (4, 3)):
+        x = torch.randn(batch, seq, 8)
+        result, times[batch, seq] = _call_ns(compiled, x)
+        assert_close_to_torch(result, _scores(x), f"batch {batch}, seq {seq}")
+    # powers of two (at least 8) took six: here the sequence up to 64 runs one program, the rest the other
+    assert _programs() == 2
+    assert times[2, 40] < times[2, 130]
+
+
+def test_automatic_dynamic_sizes_after_a_size_change_run_two_programs():
+    compiled = torch.compile(_scores, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(4)
+    for batch, seq in ((2, 6), (3, 200), (2, 9), (4, 33), (3, 100)):
+        x = torch.randn(batch, seq, 8)
+        assert_close_to_torch(compiled(x), _scores(x), f"batch {batch}, seq {seq}")
+    # the first size's static graph, then Dynamo's graph with both sizes symbolic: its 4 x 512 and 4 x 64
+    # programs (powers of two took four)
+    stats = neuron_mlir.stats()
+    assert (stats["graphs_compiled"], stats["recompilations"]) == (2, 1), stats
 
 
 def test_the_debug_directory_holds_each_bucket_programs_ir_bundle_and_trace(tmp_path):
@@ -552,6 +648,25 @@ def test_indices_that_are_inputs_or_aranges_of_the_bucket_need_no_padding_where(
         result = compiled(table, positions_table, tokens, positions)
         assert_close_to_torch(result, look_up(table, positions_table, tokens, positions), f"{batch} x {seq}")
     assert _programs() == 2
+    assert [_wheres(plan) for plan in plans] == [0]
+
+
+def test_aranges_through_whole_slices_need_no_padding_where_under_dynamic_true(monkeypatch):
+    # with symbolic sizes `[:, None]` traces as a slice from 0 to the largest int, then an unsqueeze: the
+    # slice is the arange itself, and the gathers of transformers' mask code keep no `where`
+    plans = _plans(monkeypatch)
+
+    def keys_of(positions):
+        batch = torch.arange(positions.shape[0])[:, None, None, None]
+        return positions[batch, torch.arange(positions.shape[1])[None, None, None, :]]
+
+    compiled = torch.compile(keys_of, backend="neuron-mlir", dynamic=True, options={"strict": True, "cache": False})
+    torch.manual_seed(8)
+    for batch, seq in ((2, 70), (3, 130), (2, 5)):
+        positions = torch.randint(0, 512, (batch, seq))
+        assert_close_to_torch(compiled(positions), keys_of(positions), f"{batch} x {seq}")
+    slices = [n for n in plans[0].graph_module.graph.nodes if n.target is torch.ops.aten.slice.Tensor]
+    assert slices, "the whole slice is traced"
     assert [_wheres(plan) for plan in plans] == [0]
 
 
