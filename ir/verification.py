@@ -3,11 +3,12 @@
 A lowered module holds thousands of instructions that differ only in which buffer they name: the same opcode,
 engine, access patterns and buffer types in every unrolled iteration of a loop. An op whose verifier reads
 nothing but its own class, properties, attributes, operand and result types and the module's target (and, for
-instructions, the addresses of the buffers they access) gets the same answer for every op with equal values of
-those. `memoized_verify` wraps such a class's `verify_` so that, inside `verify_module`, an op whose values equal
-those of an op that already passed is not checked again; an op that fails is checked (and reported) as before.
-A call in which most lookups miss (a module after memory allocation, where every buffer has its own address)
-stops building keys and checks every op, as building them would cost more than it saves.
+instructions whose rules read them, `runtime.isa.READS_ADDRESSES`, the addresses of the buffers they access) gets
+the same answer for every op with equal values of those. `memoized_verify` wraps such a class's `verify_` so
+that, inside `verify_module`, an op whose values equal those of an op that already passed is not checked again; an
+op that fails is checked (and reported) as before. A call in which most lookups miss (the allocs of a module after
+memory allocation, where every buffer has its own address) stops building keys and checks every op, as building
+them would cost more than it saves.
 Outside `verify_module` (`op.verify()`, xDSL's own drivers) every op is checked in full.
 
 Only classes whose verification is a function of that key may be wrapped: no regions, no successors, no trait or
@@ -27,8 +28,8 @@ from xdsl.ir import Operation
 class _Memo:
     """The keys verified in one `verify_module` call, and how often a lookup found one.
 
-    A key costs a fraction of a check to build, and after memory allocation most keys differ (every buffer has an
-    address of its own), so a call whose lookups mostly miss stops looking after `_TRIAL` of them."""
+    A key costs a fraction of a check to build, and keys holding addresses differ after memory allocation (every
+    buffer has one of its own), so a call whose lookups mostly miss stops looking after `_TRIAL` of them."""
 
     __slots__ = ("hits", "keys", "lookups")
 

@@ -427,6 +427,12 @@ def _no_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     """Nothing beyond the rules every instruction shares."""
 
 
+# The opcodes whose rules read an operand's `address`: a matmul's rows lie in one PSUM bank. A caller may leave
+# the address out (None) of any other opcode's operands, as the dialect's verifier does, so that it checks
+# instructions differing only in where their buffers lie once (`ir/verification.py`).
+READS_ADDRESSES = frozenset({"nc_matmul"})
+
+
 def _matmul_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     stationary, moving, dst = ops["stationary"], ops["moving"], ops["dst"]
     for operand in (stationary, moving):

@@ -598,7 +598,9 @@ class InstructionOp(IRDLOperation):
                 self, f"{role}: element type {memref_type.element_type} has no NeuronCore storage type"
             ) from None
         owner = buffer.owner
-        address = owner.address.value.data if isinstance(owner, AllocOp) and owner.address is not None else None
+        address = None  # read by the rules of `isa.READS_ADDRESSES` alone (`_instruction_key`)
+        if self.OPCODE in isa.READS_ADDRESSES and isinstance(owner, AllocOp) and owner.address is not None:
+            address = owner.address.value.data
         return isa.Operand.of(
             role,
             memory,
@@ -1283,9 +1285,16 @@ _NUMBERING = frozenset(("id", "waits"))
 
 
 def _instruction_key(op: Operation) -> Hashable:
-    """All an instruction's verification reads: its values, the target, and the address of every buffer it
-    accesses (`_rule_operand`); the buffers themselves only through their types."""
-    addresses = tuple(operand.owner.address if isinstance(operand.owner, AllocOp) else None for operand in op.operands)
+    """All an instruction's verification reads: its values, the target, and for an opcode whose rules read
+    addresses (`isa.READS_ADDRESSES`) the address of every buffer it accesses (`_rule_operand`); the buffers
+    themselves only through their types. After memory allocation every buffer has an address of its own, so
+    keys holding them would all differ: only a matmul's do."""
+    assert isinstance(op, InstructionOp)
+    addresses = (
+        tuple(operand.owner.address if isinstance(operand.owner, AllocOp) else None for operand in op.operands)
+        if op.OPCODE in isa.READS_ADDRESSES
+        else ()
+    )
     return (*value_key(op, _NUMBERING), addresses, id(target_of(op)))
 
 
