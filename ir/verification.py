@@ -44,7 +44,10 @@ class _Memo:
 
 
 _TRIAL = 1024
-_MEMO: contextvars.ContextVar[_Memo | None] = contextvars.ContextVar("verification_memo", default=None)
+# per key function, the table of one `verify_module` call
+_MEMO: contextvars.ContextVar[dict[Callable[[Operation], Hashable], _Memo] | None] = contextvars.ContextVar(
+    "verification_memo", default=None
+)
 
 VerifyT = TypeVar("VerifyT", bound=Callable[[Any], None])
 
@@ -68,11 +71,20 @@ def value_key(op: Operation, by_class: frozenset[str] = frozenset()) -> tuple[Ha
 
 
 def memoized_verify(verify_: VerifyT, key: Callable[[Operation], Hashable]) -> VerifyT:
-    """`verify_`, skipped inside `verify_module` for an op whose `key` equals that of an op that passed it."""
+    """`verify_`, skipped inside `verify_module` for an op whose `key` equals that of an op that passed it.
+
+    The classes sharing a `key` function share a table, and each table decides alone whether looking up is worth
+    it: after memory allocation the allocs' keys all differ, the instructions' mostly repeat."""
 
     def verify(op: Operation) -> None:
-        memo = _MEMO.get()
-        if memo is None or not memo.worthwhile:
+        memos = _MEMO.get()
+        if memos is None:
+            verify_(op)
+            return
+        memo = memos.get(key)
+        if memo is None:
+            memo = memos[key] = _Memo()
+        if not memo.worthwhile:
             verify_(op)
             return
         found = key(op)
@@ -90,7 +102,7 @@ def memoized_verify(verify_: VerifyT, key: Callable[[Operation], Hashable]) -> V
 @contextmanager
 def shared_verification() -> Iterator[None]:
     """Within this block, memoized verifiers check each distinct key once."""
-    token = _MEMO.set(_Memo())
+    token = _MEMO.set({})
     try:
         yield
     finally:

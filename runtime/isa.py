@@ -427,10 +427,10 @@ def _no_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     """Nothing beyond the rules every instruction shares."""
 
 
-# The opcodes whose rules read an operand's `address`: a matmul's rows lie in one PSUM bank. A caller may leave
-# the address out (None) of any other opcode's operands, as the dialect's verifier does, so that it checks
+# The operands whose `address` the rules read, by opcode: a matmul's rows lie in one PSUM bank. A caller may
+# leave the address of any other operand out (None), as the dialect's verifier does, so that it checks
 # instructions differing only in where their buffers lie once (`ir/verification.py`).
-READS_ADDRESSES = frozenset({"nc_matmul"})
+READS_ADDRESSES: dict[str, frozenset[str]] = {"nc_matmul": frozenset({"dst"})}
 
 
 def _matmul_rules(ops: Operands, attrs: Attrs, target: Target) -> None:

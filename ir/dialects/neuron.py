@@ -599,7 +599,11 @@ class InstructionOp(IRDLOperation):
             ) from None
         owner = buffer.owner
         address = None  # read by the rules of `isa.READS_ADDRESSES` alone (`_instruction_key`)
-        if self.OPCODE in isa.READS_ADDRESSES and isinstance(owner, AllocOp) and owner.address is not None:
+        if (
+            role in isa.READS_ADDRESSES.get(self.OPCODE, ())
+            and isinstance(owner, AllocOp)
+            and owner.address is not None
+        ):
             address = owner.address.value.data
         return isa.Operand.of(
             role,
@@ -1285,16 +1289,19 @@ _NUMBERING = frozenset(("id", "waits"))
 
 
 def _instruction_key(op: Operation) -> Hashable:
-    """All an instruction's verification reads: its values, the target, and for an opcode whose rules read
-    addresses (`isa.READS_ADDRESSES`) the address of every buffer it accesses (`_rule_operand`); the buffers
-    themselves only through their types. After memory allocation every buffer has an address of its own, so
-    keys holding them would all differ: only a matmul's do."""
+    """All an instruction's verification reads: its values, the target, and the address of each buffer it
+    accesses in a role whose address the rules read (`isa.READS_ADDRESSES`, `_rule_operand`); the buffers
+    themselves only through their types. After memory allocation every buffer has an address of its own, so keys
+    holding every address would all differ: only a matmul's PSUM tile's is there."""
     assert isinstance(op, InstructionOp)
-    addresses = (
-        tuple(operand.owner.address if isinstance(operand.owner, AllocOp) else None for operand in op.operands)
-        if op.OPCODE in isa.READS_ADDRESSES
-        else ()
-    )
+    roles = isa.READS_ADDRESSES.get(op.OPCODE)
+    addresses: tuple[Attribute | None, ...] = ()
+    if roles:
+        buffers = [getattr(op, role) for role in sorted(roles)]
+        addresses = tuple(
+            buffer.owner.address if buffer is not None and isinstance(buffer.owner, AllocOp) else None
+            for buffer in buffers
+        )
     return (*value_key(op, _NUMBERING), addresses, id(target_of(op)))
 
 

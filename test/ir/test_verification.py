@@ -134,8 +134,21 @@ def test_numbered_instructions_share_a_check_but_not_a_missing_id(monkeypatch: p
 
 def test_a_call_that_stops_looking_up_keys_still_checks_every_op(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verification, "_TRIAL", 2)
-    module = _module(engine="gpsimd")  # three allocs at distinct keys first: the lookups miss, then the last copy
+    # the first two copies differ (their patterns): the lookups miss, then two equal copies and a refused one
+    text = _module_text("gpsimd", "trn2").replace("[[1, 512]]", "[[1, 256]]", 2)
+    copy = text.split("\n")[7]
+    module = Parser(make_context(), text.replace(copy, copy + "\n" + copy)).parse_module()
     asked = _checks(monkeypatch)
     with pytest.raises(VerifyException, match="the gpsimd engine cannot read PSUM"):
         verify_module(module)
-    assert asked == ["tensor_copy"] * 4  # no longer looked up: the equal copies are checked too
+    assert asked == ["tensor_copy"] * 5  # no longer looked up: the equal copies are checked too
+
+
+def test_each_key_function_decides_alone_whether_to_look_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # three allocs at distinct keys (after allocation every buffer has its own address) stop the allocs' lookups,
+    # not the instructions': the equal copies are still checked once
+    monkeypatch.setattr(verification, "_TRIAL", 2)
+    module = _module()
+    asked = _checks(monkeypatch)
+    verify_module(module)
+    assert asked == ["tensor_copy"]
