@@ -3,11 +3,12 @@
 A lowered module holds thousands of instructions that differ only in which buffer they name: the same opcode,
 engine, access patterns and buffer types in every unrolled iteration of a loop. An op whose verifier reads
 nothing but its own class, properties, attributes, operand and result types and the module's target (and, for
-instructions, the addresses of the buffers they access) gets the same answer for every op with equal values of
-those. `memoized_verify` wraps such a class's `verify_` so that, inside `verify_module`, an op whose values equal
-those of an op that already passed is not checked again; an op that fails is checked (and reported) as before.
-A call in which most lookups miss (a module after memory allocation, where every buffer has its own address)
-stops building keys and checks every op, as building them would cost more than it saves.
+instructions whose rules read them, `runtime.isa.READS_ADDRESSES`, the addresses of the buffers they access) gets
+the same answer for every op with equal values of those. `memoized_verify` wraps such a class's `verify_` so
+that, inside `verify_module`, an op whose values equal those of an op that already passed is not checked again; an
+op that fails is checked (and reported) as before. A call in which most lookups miss (the allocs of a module after
+memory allocation, where every buffer has its own address) stops building keys and checks every op, as building
+them would cost more than it saves.
 Outside `verify_module` (`op.verify()`, xDSL's own drivers) every op is checked in full.
 
 Only classes whose verification is a function of that key may be wrapped: no regions, no successors, no trait or
@@ -27,8 +28,8 @@ from xdsl.ir import Operation
 class _Memo:
     """The keys verified in one `verify_module` call, and how often a lookup found one.
 
-    A key costs a fraction of a check to build, and after memory allocation most keys differ (every buffer has an
-    address of its own), so a call whose lookups mostly miss stops looking after `_TRIAL` of them."""
+    A key costs a fraction of a check to build, and keys holding addresses differ after memory allocation (every
+    buffer has one of its own), so a call whose lookups mostly miss stops looking after `_TRIAL` of them."""
 
     __slots__ = ("hits", "keys", "lookups")
 
@@ -43,7 +44,10 @@ class _Memo:
 
 
 _TRIAL = 1024
-_MEMO: contextvars.ContextVar[_Memo | None] = contextvars.ContextVar("verification_memo", default=None)
+# per key function, the table of one `verify_module` call
+_MEMO: contextvars.ContextVar[dict[Callable[[Operation], Hashable], _Memo] | None] = contextvars.ContextVar(
+    "verification_memo", default=None
+)
 
 VerifyT = TypeVar("VerifyT", bound=Callable[[Any], None])
 
@@ -67,11 +71,20 @@ def value_key(op: Operation, by_class: frozenset[str] = frozenset()) -> tuple[Ha
 
 
 def memoized_verify(verify_: VerifyT, key: Callable[[Operation], Hashable]) -> VerifyT:
-    """`verify_`, skipped inside `verify_module` for an op whose `key` equals that of an op that passed it."""
+    """`verify_`, skipped inside `verify_module` for an op whose `key` equals that of an op that passed it.
+
+    The classes sharing a `key` function share a table, and each table decides alone whether looking up is worth
+    it: after memory allocation the allocs' keys all differ, the instructions' mostly repeat."""
 
     def verify(op: Operation) -> None:
-        memo = _MEMO.get()
-        if memo is None or not memo.worthwhile:
+        memos = _MEMO.get()
+        if memos is None:
+            verify_(op)
+            return
+        memo = memos.get(key)
+        if memo is None:
+            memo = memos[key] = _Memo()
+        if not memo.worthwhile:
             verify_(op)
             return
         found = key(op)
@@ -89,7 +102,7 @@ def memoized_verify(verify_: VerifyT, key: Callable[[Operation], Hashable]) -> V
 @contextmanager
 def shared_verification() -> Iterator[None]:
     """Within this block, memoized verifiers check each distinct key once."""
-    token = _MEMO.set(_Memo())
+    token = _MEMO.set({})
     try:
         yield
     finally:

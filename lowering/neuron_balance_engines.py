@@ -526,18 +526,19 @@ class NeuronBalanceEnginesPass(ModulePass):
                 _merge_cheaper_pairs(block, target)
                 # the merges change instructions' operands: one table per block, after them
                 costs = InstructionCosts(target)
-                _assign(block, costs, spread_evacuations)
-                _sink_evacuations(block, costs)
+                # the assignment changes engines alone, which no step records: the sinking reuses its steps
+                steps = _assign(block, costs, spread_evacuations)
+                _sink_evacuations(block, costs, steps)
                 _merge_scalar_tensor_pairs(block)
 
 
-def _assign(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> None:
+def _assign(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> list[_Step] | None:
     """The cheaper for the block of two assignments (module docstring): copies together by load, or each
-    instruction by the soonest finish."""
+    instruction by the soonest finish. The block's steps, when it simulated them."""
     options = {op: [op.engine_kind, *_alternatives(op)] for op in block.ops if isinstance(op, InstructionOp)}
     options = {op: engines for op, engines in options.items() if len(engines) > 1}
     if not options:
-        return
+        return None
     _balance(block, costs, spread_evacuations)
     by_load = {op: op.engine_kind for op in options}
     if spread_evacuations:  # where TensorE sets the pace its evacuations keep their interleaved halves
@@ -549,6 +550,7 @@ def _assign(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> 
     if _span_ns(steps, by_finish, rounds, costs) < _span_ns(steps, by_load, rounds, costs) * _BETTER:
         for op, engine in by_finish.items():
             op.properties["engine"] = EngineAttr(engine)
+    return steps
 
 
 def _first_user(op: neuron.TensorCopyOp) -> Operation | None:
@@ -563,10 +565,10 @@ def _first_user(op: neuron.TensorCopyOp) -> Operation | None:
     return following
 
 
-def _sink_evacuations(block: Block, costs: InstructionCosts) -> None:
+def _sink_evacuations(block: Block, costs: InstructionCosts, steps: list[_Step] | None = None) -> None:
     """Move each PSUM evacuation down to just before the first use of its tile, when the simulated span (module
     docstring) is shorter by more than `_SINK_BETTER` that way, as far as PSUM holds the longer lives
-    (`_within_psum`)."""
+    (`_within_psum`). `steps`: the block's, when known already."""
     moves = []
     for op in block.ops:
         if isinstance(op, neuron.TensorCopyOp) and _is_psum_evacuation(op):
@@ -576,7 +578,8 @@ def _sink_evacuations(block: Block, costs: InstructionCosts) -> None:
     moves = _within_psum(block, moves, costs.target)
     if not moves:
         return
-    steps = _steps(block, costs)
+    if steps is None:
+        steps = _steps(block, costs)
     by_op = {step.op: step for step in steps}
     sunk = [step for step in steps if step.op not in {copy for copy, _ in moves}]
     for copy, user in moves:

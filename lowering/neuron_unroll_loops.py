@@ -211,16 +211,20 @@ def live_beside(loop: scf.ForOp, memory: Memory, target: Target) -> int:
     while (block := anchor.parent_block()) is not None:
         owner = block.parent_op()
         in_loop_body = isinstance(owner, scf.ForOp)  # the allocator keeps a loop body's buffers for all of it
-        # one numbering per block: a function's top-level block holds thousands of ops
-        positions = {op: index for index, op in enumerate(block.ops)}
-        start = positions[anchor]
+        # one numbering per block, made when an alloc before the anchor needs it: a function's top-level block
+        # holds thousands of ops, and few allocs of PSUM
+        positions: dict[Operation, int] | None = None
         for op in block.ops:
             if op is anchor and not in_loop_body:
                 break
             if not isinstance(op, neuron.AllocOp) or op.memory is not memory:
                 continue
-            if in_loop_body or _used_from(op, block, positions, start):
-                total += placed_bytes(op, target)
+            if not in_loop_body:
+                if positions is None:
+                    positions = {other: index for index, other in enumerate(block.ops)}
+                if not _used_from(op, block, positions, positions[anchor]):
+                    continue
+            total += placed_bytes(op, target)
         if owner is None or isinstance(owner, func.FuncOp):
             break
         anchor = owner

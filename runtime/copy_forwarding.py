@@ -46,6 +46,7 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -109,24 +110,28 @@ class _Index:
     def add(self, position: int, found: list[_Role] | None) -> None:
         for key in {where[0] for _, _, where, _ in found or ()}:
             positions = self._positions.setdefault(key, [])
-            if position not in positions:
-                bisect.insort(positions, position)
+            at = bisect.bisect_left(positions, position)
+            if at == len(positions) or positions[at] != position:
+                positions.insert(at, position)
 
-    def after(self, position: int, keys: Iterable[int]) -> Iterator[int]:
-        """The steps after `position` with a view of one of `keys`, in order."""
+    def after(self, position: int, keys: Iterable[int], limit: int) -> Iterator[int]:
+        """The first `limit` steps after `position` with a view of one of `keys`, in order."""
         lists = []
         for key in set(keys):
             positions = self._positions.get(key, [])
-            lists.append(positions[bisect.bisect_right(positions, position) :])
-        return _distinct(heapq.merge(*lists))
+            # the first `limit` of the merge come from the first `limit` of each list
+            start = bisect.bisect_right(positions, position)
+            lists.append(positions[start : start + limit])
+        return itertools.islice(_distinct(heapq.merge(*lists)), limit)
 
-    def before(self, position: int, keys: Iterable[int]) -> Iterator[int]:
-        """The steps before `position` with a view of one of `keys`, nearest first."""
+    def before(self, position: int, keys: Iterable[int], limit: int) -> Iterator[int]:
+        """The `limit` steps before `position` nearest to it with a view of one of `keys`, nearest first."""
         lists = []
         for key in set(keys):
             positions = self._positions.get(key, [])
-            lists.append(positions[: bisect.bisect_left(positions, position)][::-1])
-        return _distinct(heapq.merge(*lists, reverse=True))
+            end = bisect.bisect_left(positions, position)
+            lists.append(positions[max(0, end - limit) : end][::-1])
+        return itertools.islice(_distinct(heapq.merge(*lists, reverse=True)), limit)
 
 
 def _distinct(positions: Iterable[int]) -> Iterator[int]:
@@ -297,7 +302,10 @@ def _readers(
     reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
     readers: dict[int, list[str]] = {}
     source_changed = False
-    for seen, later in enumerate(index.after(position, (footprint[0], source[0]))):
+    # (`_overlap` written out: this loop visits up to REACH steps per copy of the tape)
+    tile_key, tile_p0, tile_p1, tile_low, tile_high = footprint
+    source_key, source_p0, source_p1, source_low, source_high = source
+    for seen, later in enumerate(index.after(position, (tile_key, source_key), REACH + 1)):
         if seen == REACH:
             return None  # the tile may be read further on: the copy stays
         found = roles[later]
@@ -305,9 +313,17 @@ def _readers(
             continue
         reads, whole, writes_source = [], False, False
         for role, kind, where, view in found:
-            if kind != "r" and _overlap(where, source):
+            key, p0, p1, low, high = where
+            if (
+                kind != "r"
+                and key == source_key
+                and p0 < source_p1
+                and source_p0 < p1
+                and low < source_high
+                and source_low < high
+            ):
                 writes_source = True
-            if not _overlap(where, footprint):
+            if not (key == tile_key and p0 < tile_p1 and tile_p0 < p1 and low < tile_high and tile_low < high):
                 continue
             if kind == "r":
                 if not _reshaped(view, tile):
@@ -400,7 +416,7 @@ def _producer_moved(
     destination instead, when no step between them touches the destination or reads the source and no later step
     reads the source before it is written whole."""
     producer = None
-    for seen, earlier in enumerate(index.before(position, (footprint[0], source[0]))):
+    for seen, earlier in enumerate(index.before(position, (footprint[0], source[0]), REACH + 1)):
         if seen == REACH:
             return None
         found = roles[earlier]
@@ -418,7 +434,7 @@ def _producer_moved(
             return None  # reads the source: the producer's values would no longer be there
     if producer is None:
         return None
-    for seen, later in enumerate(index.after(position, (source[0],))):
+    for seen, later in enumerate(index.after(position, (source[0],), REACH + 1)):
         if seen == REACH:
             return None  # the source may be read further on
         found = roles[later]

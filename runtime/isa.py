@@ -427,6 +427,12 @@ def _no_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     """Nothing beyond the rules every instruction shares."""
 
 
+# The operands whose `address` the rules read, by opcode: a matmul's rows lie in one PSUM bank. A caller may
+# leave the address of any other operand out (None), as the dialect's verifier does, so that it checks
+# instructions differing only in where their buffers lie once (`ir/verification.py`).
+READS_ADDRESSES: dict[str, frozenset[str]] = {"nc_matmul": frozenset({"dst"})}
+
+
 def _matmul_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     stationary, moving, dst = ops["stationary"], ops["moving"], ops["dst"]
     for operand in (stationary, moving):

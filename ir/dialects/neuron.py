@@ -598,7 +598,13 @@ class InstructionOp(IRDLOperation):
                 self, f"{role}: element type {memref_type.element_type} has no NeuronCore storage type"
             ) from None
         owner = buffer.owner
-        address = owner.address.value.data if isinstance(owner, AllocOp) and owner.address is not None else None
+        address = None  # read by the rules of `isa.READS_ADDRESSES` alone (`_instruction_key`)
+        if (
+            role in isa.READS_ADDRESSES.get(self.OPCODE, ())
+            and isinstance(owner, AllocOp)
+            and owner.address is not None
+        ):
+            address = owner.address.value.data
         return isa.Operand.of(
             role,
             memory,
@@ -1283,9 +1289,19 @@ _NUMBERING = frozenset(("id", "waits"))
 
 
 def _instruction_key(op: Operation) -> Hashable:
-    """All an instruction's verification reads: its values, the target, and the address of every buffer it
-    accesses (`_rule_operand`); the buffers themselves only through their types."""
-    addresses = tuple(operand.owner.address if isinstance(operand.owner, AllocOp) else None for operand in op.operands)
+    """All an instruction's verification reads: its values, the target, and the address of each buffer it
+    accesses in a role whose address the rules read (`isa.READS_ADDRESSES`, `_rule_operand`); the buffers
+    themselves only through their types. After memory allocation every buffer has an address of its own, so keys
+    holding every address would all differ: only a matmul's PSUM tile's is there."""
+    assert isinstance(op, InstructionOp)
+    roles = isa.READS_ADDRESSES.get(op.OPCODE)
+    addresses: tuple[Attribute | None, ...] = ()
+    if roles:
+        buffers = [getattr(op, role) for role in sorted(roles)]
+        addresses = tuple(
+            buffer.owner.address if buffer is not None and isinstance(buffer.owner, AllocOp) else None
+            for buffer in buffers
+        )
     return (*value_key(op, _NUMBERING), addresses, id(target_of(op)))
 
 

@@ -55,11 +55,34 @@ def test_equal_instructions_are_checked_once(monkeypatch: pytest.MonkeyPatch) ->
     asked = _checks(monkeypatch)
     verify_module(module)
     # four copies: the second equals the first in everything verified; the third and fourth access a buffer at
-    # another address, which the rules read, so they are checked (once: they are equal)
-    assert asked == ["tensor_copy", "tensor_copy"]
+    # another address, which a copy's rules do not read (after allocation every buffer has its own)
+    assert asked == ["tensor_copy"]
     asked.clear()
     module.verify()  # outside verify_module every op is checked
     assert asked == ["tensor_copy"] * 4
+
+
+_MATMULS = """
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmuls() {
+    %p = neuron.alloc {address = 0 : i64} : memref<37x512xf32, #mem<psum>>
+    %q = neuron.alloc {address = 1024 : i64} : memref<37x512xf32, #mem<psum>>
+    %s = neuron.alloc {address = 0 : i64} : memref<128x37xf32, #mem<sbuf>>
+    %m = neuron.alloc {address = 256 : i64} : memref<128x512xf32, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xf32, #mem<psum>>, memref<128x37xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %q[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xf32, #mem<psum>>, memref<128x37xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    func.return
+  }
+}
+"""
+
+
+def test_instructions_whose_rules_read_addresses_are_told_apart_by_them() -> None:
+    # the second matmul equals the first but for its PSUM tile's address, where its rows cross a bank
+    assert "nc_matmul" in isa.READS_ADDRESSES
+    module = Parser(make_context(), _MATMULS).parse_module()
+    with pytest.raises(VerifyException, match="cross a 2048-byte PSUM bank boundary"):
+        verify_module(module)
 
 
 def test_an_invalid_op_among_equal_valid_ones_is_refused() -> None:
@@ -111,8 +134,21 @@ def test_numbered_instructions_share_a_check_but_not_a_missing_id(monkeypatch: p
 
 def test_a_call_that_stops_looking_up_keys_still_checks_every_op(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verification, "_TRIAL", 2)
-    module = _module(engine="gpsimd")  # three allocs at distinct keys first: the lookups miss, then the last copy
+    # the first two copies differ (their patterns): the lookups miss, then two equal copies and a refused one
+    text = _module_text("gpsimd", "trn2").replace("[[1, 512]]", "[[1, 256]]", 2)
+    copy = text.split("\n")[7]
+    module = Parser(make_context(), text.replace(copy, copy + "\n" + copy)).parse_module()
     asked = _checks(monkeypatch)
     with pytest.raises(VerifyException, match="the gpsimd engine cannot read PSUM"):
         verify_module(module)
-    assert asked == ["tensor_copy"] * 4  # no longer looked up: the equal copies are checked too
+    assert asked == ["tensor_copy"] * 5  # no longer looked up: the equal copies are checked too
+
+
+def test_each_key_function_decides_alone_whether_to_look_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # three allocs at distinct keys (after allocation every buffer has its own address) stop the allocs' lookups,
+    # not the instructions': the equal copies are still checked once
+    monkeypatch.setattr(verification, "_TRIAL", 2)
+    module = _module()
+    asked = _checks(monkeypatch)
+    verify_module(module)
+    assert asked == ["tensor_copy"]

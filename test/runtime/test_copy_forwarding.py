@@ -168,3 +168,22 @@ def test_a_copy_whose_readers_lie_beyond_the_reach_stays(monkeypatch):
     monkeypatch.setattr(copy_forwarding, "REACH", 1)
     # the first load's reader is the second step touching x or t after it: the first load stays
     assert len(_replayed_steps(program())) == _instances(program()) - 2
+
+
+def test_the_index_gives_the_nearest_steps_of_the_keys_asked_for():
+    """The steps after or before a position touching one of some memory arrays, nearest first, each once, at most
+    the number asked for: the copies look at no more (a tape of thousands of steps per array)."""
+    where = {2: (0,), 3: (1,), 5: (0, 1), 7: (0,), 8: (2,), 9: (1,)}
+    roles = [
+        [("r", "r", (key, 0, 1, 0, 4), np.zeros(1)) for key in where[position]] if position in where else None
+        for position in range(10)
+    ]
+    index = copy_forwarding._Index(roles)
+    assert list(index.after(2, (0, 1), 10)) == [3, 5, 7, 9]
+    assert list(index.after(2, (0, 1), 2)) == [3, 5]
+    assert list(index.before(9, (0, 1), 10)) == [7, 5, 3, 2]
+    assert list(index.before(9, (0, 1), 3)) == [7, 5, 3]
+    assert list(index.after(0, (2,), 10)) == [8]
+    index.add(5, roles[5])  # a step made again over the same arrays is listed once
+    index.add(6, [("r", "r", (1, 0, 1, 0, 4), np.zeros(1))])
+    assert list(index.after(2, (0, 1), 10)) == [3, 5, 6, 7, 9]
