@@ -996,6 +996,14 @@ class ShapeSpecialisedGraph(PerSizes):
     def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
         from neuron_mlir import __version__
 
+        # a size read from tensor values (a count the host read) that no tensor can have: the graph's own check
+        # of it runs after this region, so refuse here, before a shape with a negative extent is imported
+        negative = [args[p] for p in self.positions if isinstance(args[p], int) and args[p] < 0]
+        if negative:
+            raise RuntimeError(
+                f"{name}: a size read from tensor values is {negative[0]}, and a size cannot be negative "
+                "(repeat_interleave's repeats, a count passed to arange or a view)"
+            )
         started = time.perf_counter()
         with compile_progress(self.options.progress) as progress:
             progress.step(f"{name}: import")

@@ -8,7 +8,9 @@ write a slot past the end that is cut off), plus the count as a 0-d tensor. The 
 (`aten._local_scalar_dense`, an unbacked size `u0` in the graph) and the buffer's valid prefix taken as a view
 (`aten.slice`), so the graph continues with the result's exact size. `host_nodes` finds these reads and cuts
 (and the arithmetic on their sizes) for `frontend.compile_graph`, which runs them on the host and compiles what
-follows once per value of the count it meets.
+follows once per value of the count it meets. `repeat_interleave` with tensor repeats has no bound in its input's
+sizes: the host reads its size (the repeats' sum) first, and each output position then finds its index among the
+running sums.
 
 `tensor_split` by a tensor of sections or indices is the other kind: its number of results depends on the values,
 which Dynamo reads while it traces, guarding on them; `specialise_split_points` writes them into the graph as
@@ -208,6 +210,28 @@ def padded_unique(
     return distinct[:bound], inverse, tallies, running[-1]
 
 
+def repeat_interleave_counts(repeats: torch.Tensor, *, output_size: int | None = None) -> torch.Tensor:
+    """`aten.repeat_interleave.Tensor`: each index i repeated `repeats[i]` times. Its size, the repeats' sum, has no
+    bound in the input's sizes: the host reads the sum first (a sync, as CUDA's kernel makes), then each output
+    position finds its index among the running sums."""
+    if repeats.dim() != 1 or repeats.is_floating_point() or repeats.is_complex() or _fake_mode(repeats) is None:
+        return NotImplemented
+    ends = torch.cumsum(repeats, 0)
+    size: Any = output_size
+    if size is None:
+        fake_mode = _fake_mode(repeats)
+        allowed = fake_mode.allow_scalar_outputs
+        fake_mode.allow_scalar_outputs = True
+        try:
+            # one read: the sum, or -1 when a repeat is negative (which eager refuses)
+            size = torch.where(repeats.min() < 0, -1, ends[-1]).item() if repeats.numel() else 0
+        finally:
+            fake_mode.allow_scalar_outputs = allowed
+        torch._check(size >= 0, lambda: "repeat_interleave: repeats can not be negative")  # type: ignore[no-untyped-call]
+    positions = torch.arange(size, device=repeats.device, dtype=ends.dtype)
+    return torch.searchsorted(ends, positions, right=True).to(repeats.dtype)
+
+
 def data_dependent_decompositions() -> dict[object, Callable[..., object]]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
@@ -216,6 +240,7 @@ def data_dependent_decompositions() -> dict[object, Callable[..., object]]:
         torch.ops.aten.index.Tensor: index_with_masks,
         torch.ops.aten.index_put.default: index_put_with_masks,
         torch.ops.aten._unique2.default: unique_sorted,
+        torch.ops.aten.repeat_interleave.Tensor: repeat_interleave_counts,
     }
 
 

@@ -75,6 +75,22 @@ def test_a_new_count_compiles_what_follows_again():
     assert neuron_mlir.stats()["recompilations"] == 2  # counts 3, 0 and 4; the second 3 is compiled already
 
 
+def test_repeat_interleave_by_tensor_repeats():
+    def spread(x, repeats):
+        return torch.repeat_interleave(x, repeats, dim=0) * 2, torch.repeat_interleave(repeats) + 1
+
+    compiled = _compiled(spread)
+    x = torch.arange(10.0).reshape(5, 2)
+    for repeats in ([1, 0, 2, 3, 1], [0, 0, 0, 0, 0], [2, 2, 0, 1, 2]):
+        counts = torch.tensor(repeats)
+        assert_close_to_torch(compiled(x, counts), spread(x, counts), f"spread({repeats})")
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    assert stats["recompilations"] == 1  # totals 7, 0 and 7: the last is compiled already
+    with pytest.raises(RuntimeError, match="cannot be negative"):
+        compiled(x, torch.tensor([3, -1, 0, 0, 1]))
+
+
 def test_boolean_indexing_trains():
     def loss(x, weight):
         return (x[x.sum(-1) > 0] @ weight).tanh().sum() + torch.masked_select(x, x > 0.5).square().sum()
