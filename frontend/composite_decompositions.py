@@ -33,8 +33,10 @@ The families:
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -754,7 +756,7 @@ def grid_sampler_backward(
         coordinate_grads = [torch.zeros(points, device=x.device) for _ in range(rank)]
         for bits in itertools.product((0, 1), repeat=rank):
             inside, row = tap([low + bit for low, bit in zip(lows, bits, strict=True)])
-            weight = math.prod(factors[k][bits[k]] for k in range(rank))
+            weight = functools.reduce(operator.mul, [factors[k][bits[k]] for k in range(rank)])
             if grad_pixels is not None:
                 contribution = torch.where(inside.unsqueeze(-1), grad_rows * weight.unsqueeze(-1), 0.0)
                 grad_pixels = aten.index_put.default(grad_pixels, [row], contribution, True)
