@@ -226,6 +226,22 @@ def _is_psum_evacuation(op: InstructionOp) -> bool:
     return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
 
 
+def _drains_psum(op: InstructionOp) -> bool:
+    """A PSUM evacuation, or a `tensor_scalar` reading a whole PSUM tile into an SBUF buffer of its own (an
+    evacuation with an epilogue's scale steps folded in by neuron-fuse-instructions): either releases an
+    accumulator's bank, so alternate ones drain side by side."""
+    if _is_psum_evacuation(op):
+        return True
+    if not isinstance(op, neuron.TensorScalarOp) or op.dst_offset is not None or op.src_offset is not None:
+        return False
+    source, destination = op.src.type, op.dst.type
+    assert isinstance(source, MemRefType)
+    assert isinstance(destination, MemRefType)
+    if memory_of(source) is not Memory.PSUM or memory_of(destination) is not Memory.SBUF:
+        return False
+    return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
+
+
 def _balance(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> None:
     load = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
     # Copies of one instruction (tile-level unrolling) move together: engines are in-order queues, so copies
@@ -239,7 +255,7 @@ def _balance(block: Block, costs: InstructionCosts, spread_evacuations: bool) ->
             continue
         if _alternatives(op):
             key: object = _signature(op)
-            if spread_evacuations and _is_psum_evacuation(op):
+            if spread_evacuations and _drains_psum(op):
                 count = evacuations[key] = evacuations.get(key, 0) + 1
                 key = (key, count % 2)
             classes.setdefault(key, []).append(op)
@@ -252,7 +268,7 @@ def _balance(block: Block, costs: InstructionCosts, spread_evacuations: bool) ->
         # Among equal costs, evacuation halves are placed from the block's last to its first: the last
         # accumulator is ready last and the block ends when its copy does, so its half gets the engine that
         # finishes it soonest, and the other half, ready sooner, takes what is left.
-        order = -position if spread_evacuations and _is_psum_evacuation(members[0]) else position
+        order = -position if spread_evacuations and _drains_psum(members[0]) else position
         movable.append((on[Engine.VECTOR], order, members, on))
     movable.sort(key=lambda item: (-item[0], item[1]))
     for own, _, members, on in movable:
@@ -541,7 +557,7 @@ def _assign(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> 
     _balance(block, costs, spread_evacuations)
     by_load = {op: op.engine_kind for op in options}
     if spread_evacuations:  # where TensorE sets the pace its evacuations keep their interleaved halves
-        options = {op: [by_load[op]] if _is_psum_evacuation(op) else engines for op, engines in options.items()}
+        options = {op: [by_load[op]] if _drains_psum(op) else engines for op, engines in options.items()}
     steps = _steps(block, costs)
     by_finish = _list_schedule(steps, options, costs)
     # a loop body's trips follow each other: the next trip's first instructions wait for this one's buffers
