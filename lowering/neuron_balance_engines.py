@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -227,9 +227,9 @@ def _is_psum_evacuation(op: InstructionOp) -> bool:
 
 
 def _drains_psum(op: InstructionOp) -> bool:
-    """A PSUM evacuation, or a `tensor_scalar` reading a whole PSUM tile into an SBUF buffer of its own (an
-    evacuation with an epilogue's scale steps folded in by neuron-fuse-instructions): either releases an
-    accumulator's bank, so alternate ones drain side by side."""
+    """A PSUM evacuation, or a `tensor_scalar` reading an fp32 PSUM tile (a matmul's accumulator, not a transpose's
+    16-bit tile) into an SBUF buffer of its own (an evacuation with an epilogue's scale steps folded in by
+    neuron-fuse-instructions): either releases an accumulator's bank, so alternate ones drain side by side."""
     if _is_psum_evacuation(op):
         return True
     if not isinstance(op, neuron.TensorScalarOp) or op.dst_offset is not None or op.src_offset is not None:
@@ -238,6 +238,8 @@ def _drains_psum(op: InstructionOp) -> bool:
     assert isinstance(source, MemRefType)
     assert isinstance(destination, MemRefType)
     if memory_of(source) is not Memory.PSUM or memory_of(destination) is not Memory.SBUF:
+        return False
+    if source.element_type != f32:
         return False
     return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
 
