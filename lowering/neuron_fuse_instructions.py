@@ -603,6 +603,10 @@ def _read_from_psum(reader: neuron.TensorScalarOp, order: ProgramOrder) -> bool:
         return False
     if order.used_between(copy, reader, accumulator[0], writes_only=True) or _psum_touched_between(copy, reader):
         return False
+    result = reader.access("dst")
+    assert result is not None
+    if any(not isinstance(user, neuron.DmaCopyOp) for user in _instruction_users(result[0]) - {reader}):
+        return False  # more work on chip follows: the copy and the scaling are steps of a chain two engines share
     accesses = _accesses(reader)
     accesses["src"] = accumulator
     fused = neuron.TensorScalarOp.build_instruction(reader.engine_kind, accesses, _properties(reader))
