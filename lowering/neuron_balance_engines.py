@@ -54,11 +54,12 @@ into a panel) keep the engine the converter gave that buffer, so that they need 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -226,6 +227,28 @@ def _is_psum_evacuation(op: InstructionOp) -> bool:
     return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
 
 
+def _drains_psum(op: InstructionOp, target: Target) -> bool:
+    """A PSUM evacuation, or a `tensor_scalar` reading a whole PSUM bank of fp32 sums (a matmul's output block, not
+    a transpose's 16-bit tile) into an SBUF buffer of its own that only DMAs read (an evacuation with the block's
+    scale steps folded in by neuron-fuse-instructions): either releases an accumulator's bank, so alternate ones
+    drain side by side."""
+    if _is_psum_evacuation(op):
+        return True
+    if not isinstance(op, neuron.TensorScalarOp) or op.dst_offset is not None or op.src_offset is not None:
+        return False
+    source, destination = op.src.type, op.dst.type
+    assert isinstance(source, MemRefType)
+    assert isinstance(destination, MemRefType)
+    if memory_of(source) is not Memory.PSUM or memory_of(destination) is not Memory.SBUF:
+        return False
+    # a whole bank of fp32 sums, a matmul's output block: attention's passes over its scores ([128, 256]) and its
+    # normalised output ([128, 64] of a [128, 65] tile) are steps of chains whose copies keep moving together
+    # (split, they made a Llama layer's forward 20 us slower)
+    if source.element_type != f32 or math.prod(source.get_shape()[1:]) * 4 < target.psum_bank_bytes:
+        return False
+    return all(isinstance(use.operation, neuron.DmaCopyOp) for use in op.dst.uses if use.operation is not op)
+
+
 def _balance(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> None:
     load = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
     # Copies of one instruction (tile-level unrolling) move together: engines are in-order queues, so copies
@@ -239,7 +262,7 @@ def _balance(block: Block, costs: InstructionCosts, spread_evacuations: bool) ->
             continue
         if _alternatives(op):
             key: object = _signature(op)
-            if spread_evacuations and _is_psum_evacuation(op):
+            if spread_evacuations and _drains_psum(op, costs.target):
                 count = evacuations[key] = evacuations.get(key, 0) + 1
                 key = (key, count % 2)
             classes.setdefault(key, []).append(op)
@@ -252,7 +275,7 @@ def _balance(block: Block, costs: InstructionCosts, spread_evacuations: bool) ->
         # Among equal costs, evacuation halves are placed from the block's last to its first: the last
         # accumulator is ready last and the block ends when its copy does, so its half gets the engine that
         # finishes it soonest, and the other half, ready sooner, takes what is left.
-        order = -position if spread_evacuations and _is_psum_evacuation(members[0]) else position
+        order = -position if spread_evacuations and _drains_psum(members[0], costs.target) else position
         movable.append((on[Engine.VECTOR], order, members, on))
     movable.sort(key=lambda item: (-item[0], item[1]))
     for own, _, members, on in movable:
@@ -542,7 +565,7 @@ def _assign(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> 
     _balance(block, costs, spread_evacuations)
     by_load = {op: op.engine_kind for op in options}
     if spread_evacuations:  # where TensorE sets the pace its evacuations keep their interleaved halves
-        options = {op: [by_load[op]] if _is_psum_evacuation(op) else engines for op, engines in options.items()}
+        options = {op: [by_load[op]] if _drains_psum(op, costs.target) else engines for op, engines in options.items()}
     steps = _steps(block, costs)
     by_finish = _list_schedule(steps, options, costs)
     # a loop body's trips follow each other: the next trip's first instructions wait for this one's buffers

@@ -30,6 +30,14 @@ what the first wrote, with static accesses) replaced by one instruction at the s
   as the window, held the value the copy rounded). Stores between the two that read all of the buffer (an
   evacuated tile also inserted into the row the next nest reads) read the window instead.
 
+* A `tensor_copy` of an fp32 PSUM tile into an fp32 SBUF buffer that nothing but one float `tensor_scalar` then
+  reads, all of it, in the same block (after the merges above: a matmul epilogue's scale steps): the
+  tensor_scalar reads the PSUM tile itself. The copy was exact, so the values are the same; the accumulator's
+  bank is released by the one pass instead of two, and the pass, no longer an evacuation the engine balancing
+  keeps together, spreads over VectorE and ScalarE like other arithmetic. Only when nothing between the two
+  writes the PSUM tile and no PSUM buffer is allocated or written between them, so the longer read holds no
+  more PSUM than the block held already.
+
 A buffer left without users is deleted; a buffer the merged instruction writes earlier than before has its
 `neuron.alloc` moved up to the instruction. Integer work (GpSimdE's exact lanes) is never merged.
 """
@@ -573,6 +581,57 @@ def _forward_into_copy(copy: neuron.TensorCopyOp, order: ProgramOrder) -> bool:
     return True
 
 
+def _read_from_psum(reader: neuron.TensorScalarOp, order: ProgramOrder) -> bool:
+    """tensor_copy PSUM p (fp32) -> t (fp32, whole, read only by `reader`); tensor_scalar of t  ==>  the
+    tensor_scalar of p, where nothing between the two writes p or touches other PSUM."""
+    if reader.engine_kind not in _FLOAT_ENGINES or not _float_only(reader):
+        return False
+    source = reader.access("src")
+    if not _static(source) or not _is_f32(source[0]):  # type: ignore[index]
+        return False
+    assert source is not None
+    copy = order.previous_writer(reader, source[0])
+    if not isinstance(copy, neuron.TensorCopyOp) or copy.parent_block() is not reader.parent_block():
+        return False
+    accumulator = copy.access("src")
+    if not _static(accumulator) or not _same(copy.access("dst"), source):
+        return False
+    assert accumulator is not None
+    if memory_of(accumulator[0].type) is not Memory.PSUM or not _is_f32(accumulator[0]):
+        return False
+    if source[1] != full_access(source[0])[1] or _instruction_users(source[0]) != {copy, reader}:
+        return False
+    if order.used_between(copy, reader, accumulator[0], writes_only=True) or _psum_touched_between(copy, reader):
+        return False
+    result = reader.access("dst")
+    assert result is not None
+    if any(not isinstance(user, neuron.DmaCopyOp) for user in _instruction_users(result[0]) - {reader}):
+        return False  # more work on chip follows: the copy and the scaling are steps of a chain two engines share
+    accesses = _accesses(reader)
+    accesses["src"] = accumulator
+    fused = neuron.TensorScalarOp.build_instruction(reader.engine_kind, accesses, _properties(reader))
+    _merge(reader, fused, copy, source[0], order)
+    return True
+
+
+def _psum_touched_between(first: Operation, last: Operation) -> bool:
+    """Whether an op strictly between `first` and `last` (one block), nested ones included, allocates a PSUM
+    buffer or writes one: what would make PSUM held across the span grow."""
+    op = first.next_op
+    while op is not None and op is not last:
+        for inner in op.walk():
+            if isinstance(inner, neuron.AllocOp) and inner.memory is Memory.PSUM:
+                return True
+            if isinstance(inner, InstructionOp):
+                spec = inner.spec()
+                for role in spec.writes + spec.optional_writes:
+                    buffer = getattr(inner, role)
+                    if buffer is not None and memory_of(buffer.type) is Memory.PSUM:
+                        return True
+        op = op.next_op
+    return False
+
+
 def _readers_between(
     writer: InstructionOp, copy: InstructionOp, source: Access, order: ProgramOrder
 ) -> list[tuple[InstructionOp, str]] | None:
@@ -609,3 +668,7 @@ class NeuronFuseInstructionsPass(ModulePass):
                     _fuse_negate(instruction, order) or _fuse_scalar_pair(instruction, order)
                 elif isinstance(instruction, neuron.TensorCopyOp):
                     _forward_into_copy(instruction, order)
+            # after the merges above, so that the reader is the instruction they leave (one pass of all its steps)
+            for instruction in [i for i in function.body.walk() if isinstance(i, neuron.TensorScalarOp)]:
+                if instruction.parent is not None:
+                    _read_from_psum(instruction, order)

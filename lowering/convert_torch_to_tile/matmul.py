@@ -447,6 +447,7 @@ def emit_matmul(
             lhs, kernel.copy_to, out, out_element_type, epilogue, rest_blocking, lhs_transposed, False, k, lhs_type,
             rhs_type,
         )  # fmt: skip
+        kernel.copy_columns = rest.rhs_columns = _copy_columns(kernel.blocking, rest_blocking, k, n)
     for each in (kernel, rest):
         if each is None:
             continue
@@ -491,6 +492,34 @@ def _transpose_once(
     if blocking.resident or k < blocking.k_tile or _dma_transposable(em, rhs, rhs_type):
         return False
     return -(-m // (blocking.m_subs * blocking.m_tile)) >= TRANSPOSE_ONCE_BLOCK_ROWS
+
+
+def _copy_columns(first: Blocking, rest: Blocking, k: int, n: int) -> int:
+    """The column blocks of a transposed-once B's copy (`_blocked_by_columns`): the blocks' width when both block
+    rows' kernels walk B in blocks of that width over whole K tiles, else 0 (the copy stays row-major).
+
+    Row-major, each partition of a moving chunk [K tile, tiles, block columns] is `tiles` runs of one block's
+    columns (512 bytes in fp8: 62.5% of the DMA rate, `dma_efficiency`), written so by the first block row and
+    read so by every other, whose chunk loads then outlast the matmuls they feed at fp8's rate. Blocked, each
+    partition's part of a chunk is one run of `tiles` times that."""
+    width = first.n_subs * first.n_tile
+    if rest.n_subs * rest.n_tile != width or rest.resident or n % width or k % first.k_tile or n == width:
+        return 0
+    return width
+
+
+def _blocked_by_columns(em: LoopNestBuilder, copy: SSAValue, k_tile: int, columns: int) -> SSAValue:
+    """A [..., K, N] copy stored by column blocks, viewed as [..., N - columns + 1, K tile, K tiles, columns]: the
+    block of columns [n0, n0 + columns) holds K tile `t`'s row `p` at `[n0, p, t, :]`, each partition's K tiles
+    one after another (element (t * k_tile + p, n0 + c) at n0 * K + (p * K tiles + t) * columns + c), so a moving
+    chunk [K tile, tiles, columns] at `[n0, 0, t0, 0]` is one contiguous run per partition. Only block starts
+    (multiples of `columns`) are valid n0: the view's last element is the copy's last."""
+    layout = layout_of(copy)
+    k, n = layout.shape[-2:]
+    k_tiles = k // k_tile
+    shape = (*layout.shape[:-2], n - columns + 1, k_tile, k_tiles, columns)
+    strides = (*layout.strides[:-2], k, k_tiles * columns, columns, 1)
+    return view(em, copy, Layout(shape, strides, layout.offset))
 
 
 def _argument(value: SSAValue) -> bool:
@@ -721,6 +750,8 @@ class _Kernel:
     bias_whole: SSAValue | None = None  # the bias row [1, N], loaded before a resident B read block by block
     target: Target | None = None  # its TensorE costs decide which sub-tiles run swapped (`swapped`)
     copy_to: SSAValue | None = None  # [..., K, N] HBM: B's transposed tiles are stored there too, row-major
+    copy_columns: int = 0  # or by blocks of this many columns (`_blocked_by_columns`)
+    rhs_columns: int = 0  # B (another kernel's `copy_to`) is stored by blocks of this many columns
 
     # ---- structure -------------------------------------------------------------------------------------------
 
@@ -1127,6 +1158,9 @@ class _Kernel:
         transposes."""
         b = self.blocking
         rank = len(batch) + 2
+        if self.rhs_columns:
+            blocked = _blocked_by_columns(em, self.rhs, b.k_tile, self.rhs_columns)
+            return load(em, blocked, [*batch, n0, 0, t0, 0], (b.k_tile, tiles, n_size), self.rhs_type)
         if not self.rhs_transposed:
             split = split_axis(em, self.rhs, rank - 2, self.k // b.k_tile, b.k_tile)
             return load(
@@ -1167,7 +1201,10 @@ class _Kernel:
             return [value]
 
         transposed_chunk = carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
-        if self.copy_to is not None:
+        if self.copy_to is not None and self.copy_columns:
+            blocked = _blocked_by_columns(em, self.copy_to, b.k_tile, self.copy_columns)
+            store(em, transposed_chunk, blocked, [*batch, n0, 0, t0, 0])
+        elif self.copy_to is not None:
             store(em, transposed_chunk, self._copy_by_k_tiles(em), [*batch, 0, t0, n0])
         return transposed_chunk
 

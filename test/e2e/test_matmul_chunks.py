@@ -74,13 +74,16 @@ def test_a_short_k_contiguous_b_is_one_chunk_per_block() -> None:
     check_compiled(lambda a, w: a.float() @ w.float().t(), a, w)
 
 
+@pytest.mark.parametrize("shape", [(640, 1100, 3300), (640, 1024, 2048)])
 @pytest.mark.parametrize("auto_cast", ["none", "matmul"])
-def test_a_k_contiguous_b_is_transposed_once_for_every_block_row(auto_cast: str) -> None:
+def test_a_k_contiguous_b_is_transposed_once_for_every_block_row(auto_cast: str, shape: tuple[int, int, int]) -> None:
     # x @ W^T with an fp32 W [n, k] (K contiguous) too large to stay whole on chip, in fp32 and rounded to bf16
     # as its DMAs load it (`auto_cast="matmul"`, which the DMA engines cannot also transpose): the first of the two
-    # block rows (512 rows, then 128) transposes W on TensorE and stores it row-major for the second
-    # (`_transpose_once`), so TensorE transposes each [128, 128] block of W once and those of x once per row
-    m, k, n = 640, 1100, 3300
+    # block rows (512 rows, then 128) transposes W on TensorE and stores it for the second (`_transpose_once`),
+    # so TensorE transposes each [128, 128] block of W once and those of x once per row. The copy is row-major
+    # (a partial K tile, a partial block of columns) or stored by blocks of 512 columns (whole K tiles and blocks:
+    # `_blocked_by_columns`)
+    m, k, n = shape
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(m, k, generator=generator)
     weight = torch.randn(n, k, generator=generator) / k**0.5

@@ -3,7 +3,7 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-balance-engines,neuron-allocate-memory | filecheck %s --check-prefix=ALLOCATED
 
 // Work any of several engines can do goes where the block finishes earliest (lowering/neuron_balance_engines.py).
-// SEMANTICS-COUNT-13: all outputs match
+// SEMANTICS-COUNT-15: all outputs match
 
 // A softmax row of 2048: VectorE reduces (1067 ns in bf16) and ScalarE exponentiates (1760 ns), so the final
 // fp32 multiply (2133 ns on VectorE, 1832 ns on GpSimdE, 1707 ns on ScalarE) goes to GpSimdE.
@@ -181,6 +181,228 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return %o0, %o1, %o2, %o3, %y : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x4096xf32, #mem<hbm>>
   }
 }
+
+// -----
+
+// The same block with each evacuation scaling its tile as it leaves PSUM (a tensor_scalar reading the PSUM tile:
+// an fp8 product's per-tensor scales, folded by neuron-fuse-instructions): such a pass releases a bank as a copy
+// does, so the four split into halves over VectorE and ScalarE like the copies instead of moving together.
+// CHECK-LABEL: func.func @tensor_bound_scaled
+// CHECK-COUNT-64: neuron.nc_matmul tensor
+// CHECK-NEXT:  neuron.alloc
+// CHECK-NEXT:  neuron.tensor_scalar vector
+// CHECK:       neuron.tensor_scalar scalar
+// CHECK:       neuron.tensor_scalar vector
+// CHECK:       neuron.tensor_scalar scalar
+// CHECK:       neuron.tensor_tensor
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @tensor_bound_scaled(%a: memref<128x2048xbf16, #mem<hbm>>, %b: memref<128x2048xbf16, #mem<hbm>>, %x: memref<128x4096xf32, #mem<hbm>>) -> (memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x4096xf32, #mem<hbm>>) {
+    %s = neuron.alloc : memref<128x2048xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %s[0:128, 0, [[1, 2048]]], src %a[0, [[2048, 128], [1, 2048]]] {queue = 0 : i64} : memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<hbm>>
+    %m = neuron.alloc : memref<128x2048xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %m[0:128, 0, [[1, 2048]]], src %b[0, [[2048, 128], [1, 2048]]] {queue = 1 : i64} : memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<hbm>>
+    %p0 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p1 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p2 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p3 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 512]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 0, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 512]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 512, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 512]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 1024, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 512]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 1536, [[1, 512]]] {accumulate = true} : memref<128x512xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    %e0 = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e0[0:128, 0, [[1, 512]]], src %p0[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<psum>> loc("model.py":7:0)
+    %o0 = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o0[0, [[512, 128], [1, 512]]], src %e0[0:128, 0, [[1, 512]]] {queue = 2 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    %e1 = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e1[0:128, 0, [[1, 512]]], src %p1[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<psum>> loc("model.py":7:0)
+    %o1 = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o1[0, [[512, 128], [1, 512]]], src %e1[0:128, 0, [[1, 512]]] {queue = 3 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    %e2 = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e2[0:128, 0, [[1, 512]]], src %p2[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<psum>> loc("model.py":7:0)
+    %o2 = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o2[0, [[512, 128], [1, 512]]], src %e2[0:128, 0, [[1, 512]]] {queue = 4 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    %e3 = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e3[0:128, 0, [[1, 512]]], src %p3[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<psum>> loc("model.py":7:0)
+    %o3 = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o3[0, [[512, 128], [1, 512]]], src %e3[0:128, 0, [[1, 512]]] {queue = 5 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    %t = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 4096]]], src %x[0, [[4096, 128], [1, 4096]]] {queue = 6 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<hbm>>
+    %u = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+    neuron.tensor_tensor vector dst %u[0:128, 0, [[1, 4096]]], in0 %t[0:128, 0, [[1, 4096]]], in1 %t[0:128, 0, [[1, 4096]]] {op = "multiply"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    %y = neuron.alloc : memref<128x4096xf32, #mem<hbm>>
+    neuron.dma_copy dma dst %y[0, [[4096, 128], [1, 4096]]], src %u[0:128, 0, [[1, 4096]]] {queue = 7 : i64} : memref<128x4096xf32, #mem<hbm>>, memref<128x4096xf32, #mem<sbuf>>
+    func.return %o0, %o1, %o2, %o3, %y : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>, memref<128x4096xf32, #mem<hbm>>
+  }
+}
+
+// -----
+
+// The same with accumulators of half a bank ([128, 256], as attention's scores are): such passes are steps of
+// chains rather than an output block's release of its banks, so the four move together, as copies of one
+// instruction do (split, attention's made a Llama layer's forward slower).
+// CHECK-LABEL: func.func @tensor_bound_half_banks
+// CHECK-COUNT-4: neuron.tensor_scalar scalar dst %e
+// CHECK:       neuron.tensor_tensor
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @tensor_bound_half_banks(%a: memref<128x2048xbf16, #mem<hbm>>, %b: memref<128x2048xbf16, #mem<hbm>>, %x: memref<128x1024xf32, #mem<hbm>>) -> (memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<hbm>>, memref<128x1024xf32, #mem<hbm>>) {
+    %s = neuron.alloc : memref<128x2048xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %s[0:128, 0, [[1, 2048]]], src %a[0, [[2048, 128], [1, 2048]]] {queue = 0 : i64} : memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<hbm>>
+    %m = neuron.alloc : memref<128x2048xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %m[0:128, 0, [[1, 2048]]], src %b[0, [[2048, 128], [1, 2048]]] {queue = 1 : i64} : memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<hbm>>
+    %p0 = neuron.alloc : memref<128x256xf32, #mem<psum>>
+    %p1 = neuron.alloc : memref<128x256xf32, #mem<psum>>
+    %p2 = neuron.alloc : memref<128x256xf32, #mem<psum>>
+    %p3 = neuron.alloc : memref<128x256xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 0, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 128, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 256, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 384, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 512, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 640, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 768, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 896, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1024, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1152, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1280, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1408, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1536, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1664, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1792, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 256]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 256]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 512, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 256]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 1024, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 256]]], stationary %s[0:128, 1920, [[1, 128]]], moving %m[0:128, 1536, [[1, 256]]] {accumulate = true} : memref<128x256xf32, #mem<psum>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>> loc("model.py":7:0)
+    %e0 = neuron.alloc : memref<128x256xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e0[0:128, 0, [[1, 256]]], src %p0[0:128, 0, [[1, 256]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x256xbf16, #mem<sbuf>>, memref<128x256xf32, #mem<psum>> loc("model.py":7:0)
+    %o0 = neuron.alloc : memref<128x256xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o0[0, [[256, 128], [1, 256]]], src %e0[0:128, 0, [[1, 256]]] {queue = 2 : i64} : memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<sbuf>>
+    %e1 = neuron.alloc : memref<128x256xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e1[0:128, 0, [[1, 256]]], src %p1[0:128, 0, [[1, 256]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x256xbf16, #mem<sbuf>>, memref<128x256xf32, #mem<psum>> loc("model.py":7:0)
+    %o1 = neuron.alloc : memref<128x256xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o1[0, [[256, 128], [1, 256]]], src %e1[0:128, 0, [[1, 256]]] {queue = 3 : i64} : memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<sbuf>>
+    %e2 = neuron.alloc : memref<128x256xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e2[0:128, 0, [[1, 256]]], src %p2[0:128, 0, [[1, 256]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x256xbf16, #mem<sbuf>>, memref<128x256xf32, #mem<psum>> loc("model.py":7:0)
+    %o2 = neuron.alloc : memref<128x256xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o2[0, [[256, 128], [1, 256]]], src %e2[0:128, 0, [[1, 256]]] {queue = 4 : i64} : memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<sbuf>>
+    %e3 = neuron.alloc : memref<128x256xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %e3[0:128, 0, [[1, 256]]], src %p3[0:128, 0, [[1, 256]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x256xbf16, #mem<sbuf>>, memref<128x256xf32, #mem<psum>> loc("model.py":7:0)
+    %o3 = neuron.alloc : memref<128x256xbf16, #mem<hbm>>
+    neuron.dma_copy dma dst %o3[0, [[256, 128], [1, 256]]], src %e3[0:128, 0, [[1, 256]]] {queue = 5 : i64} : memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<sbuf>>
+    %t = neuron.alloc : memref<128x1024xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 1024]]], src %x[0, [[1024, 128], [1, 1024]]] {queue = 6 : i64} : memref<128x1024xf32, #mem<sbuf>>, memref<128x1024xf32, #mem<hbm>>
+    %u = neuron.alloc : memref<128x1024xf32, #mem<sbuf>>
+    neuron.tensor_tensor vector dst %u[0:128, 0, [[1, 1024]]], in0 %t[0:128, 0, [[1, 1024]]], in1 %t[0:128, 0, [[1, 1024]]] {op = "multiply"} : memref<128x1024xf32, #mem<sbuf>>, memref<128x1024xf32, #mem<sbuf>>, memref<128x1024xf32, #mem<sbuf>>
+    %y = neuron.alloc : memref<128x1024xf32, #mem<hbm>>
+    neuron.dma_copy dma dst %y[0, [[1024, 128], [1, 1024]]], src %u[0:128, 0, [[1, 1024]]] {queue = 7 : i64} : memref<128x1024xf32, #mem<hbm>>, memref<128x1024xf32, #mem<sbuf>>
+    func.return %o0, %o1, %o2, %o3, %y : memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<hbm>>, memref<128x256xbf16, #mem<hbm>>, memref<128x1024xf32, #mem<hbm>>
+  }
+}
+
 
 // -----
 

@@ -2,7 +2,7 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-fuse-instructions --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // Instruction pairs merged into one (lowering/neuron_fuse_instructions.py), and pairs left alone.
-// SEMANTICS-COUNT-9: all outputs match
+// SEMANTICS-COUNT-11: all outputs match
 
 // A softmax row: the negation of the row maximum becomes the reduce's `negate`, and the sum of the fp32
 // exponentials becomes the activation's accumulate (its [128, 1] buffer now allocated before the activation).
@@ -277,5 +277,69 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.tensor_copy vector dst %row[0:128, 64, [[1, 64]]], src %sum[0:128, 0, [[1, 64]]] : memref<128x128xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
     neuron.dma_copy dma dst %out2[0, [[128, 128], [1, 128]]], src %row[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<128x128xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<sbuf>>
     func.return %out, %out2 : memref<128x64xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<hbm>>
+  }
+}
+
+// -----
+
+// A matmul's evacuation into fp32, then its scale (an fp8 product's per-tensor scales, rounded to bf16): the
+// tensor_scalar reads the PSUM tile itself, and the copy and its fp32 tile are gone.
+// CHECK-LABEL: func.func @scaled_evacuation
+// CHECK:       %[[P:.*]] = neuron.alloc : memref<128x512xf32, #mem<psum>>
+// CHECK:       neuron.nc_matmul
+// CHECK-NOT:   neuron.tensor_copy
+// CHECK-NOT:   memref<128x512xf32, #mem<sbuf>>
+// CHECK:       neuron.tensor_scalar vector dst %{{.*}}[0:128, 0, [[1, 512]]], src %[[P]][0:128, 0, [[1, 512]]], operand0 %{{.*}} {op0 = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @scaled_evacuation(%a: memref<128x128xbf16, #mem<hbm>>, %b: memref<128x512xbf16, #mem<hbm>>, %s: memref<128x1xf32, #mem<hbm>>) -> memref<128x512xbf16, #mem<hbm>> {
+    %out = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    %sa = neuron.alloc : memref<128x128xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %sa[0:128, 0, [[1, 128]]], src %a[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xbf16, #mem<sbuf>>, memref<128x128xbf16, #mem<hbm>>
+    %sb = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %sb[0:128, 0, [[1, 512]]], src %b[0, [[512, 128], [1, 512]]] {queue = 1 : i64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<hbm>>
+    %p = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 512]]], stationary %sa[0:128, 0, [[1, 128]]], moving %sb[0:128, 0, [[1, 512]]] : memref<128x512xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    %e = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %e[0:128, 0, [[1, 512]]], src %p[0:128, 0, [[1, 512]]] : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>
+    %scale = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %scale[0:128, 0, [[1, 1]]], src %s[0, [[1, 128], [1, 1]]] {queue = 2 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<hbm>>
+    %y = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %y[0:128, 0, [[1, 512]]], src %e[0:128, 0, [[1, 512]]], operand0 %scale[0:128, 0, [[1, 1]]] {op0 = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[512, 128], [1, 512]]], src %y[0:128, 0, [[1, 512]]] {queue = 3 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return %out : memref<128x512xbf16, #mem<hbm>>
+  }
+}
+
+// -----
+
+// The same with another accumulator written between the two: reading the first tile later would hold both banks
+// at once where the copy released one before the second matmul, so the pair stays.
+// CHECK-LABEL: func.func @evacuation_before_psum_work
+// CHECK:       neuron.tensor_copy vector dst %{{.*}}, src %{{.*}} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>
+// CHECK:       neuron.nc_matmul
+// CHECK:       neuron.tensor_scalar vector dst %{{.*}}, src %{{.*}}, operand0 %{{.*}} {op0 = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @evacuation_before_psum_work(%a: memref<128x128xbf16, #mem<hbm>>, %b: memref<128x512xbf16, #mem<hbm>>, %s: memref<128x1xf32, #mem<hbm>>) -> (memref<128x512xbf16, #mem<hbm>>, memref<128x512xf32, #mem<hbm>>) {
+    %out = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    %out2 = neuron.alloc : memref<128x512xf32, #mem<hbm>>
+    %sa = neuron.alloc : memref<128x128xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %sa[0:128, 0, [[1, 128]]], src %a[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xbf16, #mem<sbuf>>, memref<128x128xbf16, #mem<hbm>>
+    %sb = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %sb[0:128, 0, [[1, 512]]], src %b[0, [[512, 128], [1, 512]]] {queue = 1 : i64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<hbm>>
+    %p = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 512]]], stationary %sa[0:128, 0, [[1, 128]]], moving %sb[0:128, 0, [[1, 512]]] : memref<128x512xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    %e = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %e[0:128, 0, [[1, 512]]], src %p[0:128, 0, [[1, 512]]] : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>
+    %q = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %q[0:128, 0, [[1, 512]]], stationary %sa[0:128, 0, [[1, 128]]], moving %sb[0:128, 0, [[1, 512]]] : memref<128x512xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    %f = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %f[0:128, 0, [[1, 512]]], src %q[0:128, 0, [[1, 512]]] : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>
+    neuron.dma_copy dma dst %out2[0, [[512, 128], [1, 512]]], src %f[0:128, 0, [[1, 512]]] {queue = 4 : i64} : memref<128x512xf32, #mem<hbm>>, memref<128x512xf32, #mem<sbuf>>
+    %scale = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %scale[0:128, 0, [[1, 1]]], src %s[0, [[1, 128], [1, 1]]] {queue = 2 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<hbm>>
+    %y = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %y[0:128, 0, [[1, 512]]], src %e[0:128, 0, [[1, 512]]], operand0 %scale[0:128, 0, [[1, 1]]] {op0 = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[512, 128], [1, 512]]], src %y[0:128, 0, [[1, 512]]] {queue = 3 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return %out, %out2 : memref<128x512xbf16, #mem<hbm>>, memref<128x512xf32, #mem<hbm>>
   }
 }
