@@ -26,7 +26,9 @@ Before that, float64 scalars computed from tensor constants alone, as `x * np.sq
 widened to float64, its square root), are evaluated once while compiling, by ATen on the CPU as eager would, and
 where such a scalar is the second operand of an add, sub, mul or div whose result is fp32 or narrower, it becomes
 that operand as a Python number: eager reads a 0-d float64 operand as a number of the operation's own precision,
-as it does a Python number, so the op computes the same value (`fold_constant_scalars`).
+as it does a Python number, so the op computes the same value (`fold_constant_scalars`). Likewise, float64
+tables computed from sizes alone and cast to fp32 or narrower (D-FINE's sinusoidal position table) are evaluated
+once while compiling and become tensor constants, eager's values bit for bit (`fold_float64_tables`).
 """
 
 from __future__ import annotations
@@ -206,10 +208,86 @@ def fold_constant_scalars(graph_module: torch.fx.GraphModule) -> int:
     return replaced
 
 
+# the largest float64 table computed from sizes alone that compiling evaluates (elements): positional tables
+FOLDED_TABLE_ELEMENTS = 1 << 22
+
+
+def _input_free_values(graph_module: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.Tensor]:
+    """The values of the nodes that read no graph input: factory ops with static arguments (`arange`, `full`)
+    and the deterministic, non-mutating ops on them and on tensor constants, evaluated by ATen on the CPU as eager
+    would, up to `FOLDED_TABLE_ELEMENTS` elements each."""
+    values: dict[torch.fx.Node, torch.Tensor] = {}
+    for node in graph_module.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(graph_module, str(node.target), None)
+            if isinstance(value, torch.Tensor) and not value.requires_grad:
+                values[node] = value
+            continue
+        target = node.target
+        recorded = node.meta.get("val")
+        if (
+            node.op != "call_function"
+            or not isinstance(target, torch._ops.OpOverload)
+            or target._schema.is_mutable
+            or torch.Tag.nondeterministic_seeded in target.tags
+            or any(arg not in values for arg in node.all_input_nodes)
+            or not isinstance(recorded, torch.Tensor)
+            or recorded.device.type != "cpu"
+            or any(not isinstance(size, int) for size in recorded.shape)
+            or recorded.numel() > FOLDED_TABLE_ELEMENTS
+        ):
+            continue
+        args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+        if any(isinstance(a, torch.SymInt | torch.SymFloat) for a in torch.utils._pytree.tree_leaves((args, kwargs))):
+            continue
+        result = target(*args, **kwargs)
+        if isinstance(result, torch.Tensor):
+            values[node] = result
+    return values
+
+
+def fold_float64_tables(graph_module: torch.fx.GraphModule) -> int:
+    """Evaluate float64 tables computed from sizes alone and cast to fp32 or narrower (sinusoidal position tables
+    computed in float64, as D-FINE's are) once while compiling, each cast becoming a tensor constant: eager's values
+    bit for bit, where the core, without a float64 datapath, would leave the table's ops to the CPU. Returns how
+    many casts were folded."""
+    graph = graph_module.graph
+    with unset_fake_temporarily():
+        values = _input_free_values(graph_module)
+    folded = 0
+    for node, value in values.items():
+        source = node.args[0] if node.args else None
+        if (
+            node.op != "call_function"
+            or not _is_cast(node, _NARROW)
+            or not isinstance(source, torch.fx.Node)
+            or _dtype(source) is not torch.float64
+            or source.op == "get_attr"
+            or source.target is aten.full.default  # a number: the regions below make it an fp32 `full`
+        ):
+            continue
+        name = f"_float64_table_{folded}"
+        while hasattr(graph_module, name):
+            name += "_"
+        graph_module.register_buffer(name, value.contiguous(), persistent=False)
+        with graph.inserting_before(node):
+            constant = graph.get_attr(name)
+        constant.meta = dict(node.meta)
+        node.replace_all_uses_with(constant)
+        folded += 1
+    if folded:
+        graph.eliminate_dead_code()
+        graph.lint()
+        graph_module.recompile()
+    return folded
+
+
 def narrow_float64(graph_module: torch.fx.GraphModule) -> int:
-    """Rewrite the qualifying float64 regions of `graph_module` in place to fp32 (the constant scalars first:
-    `fold_constant_scalars`); returns how many regions."""
+    """Rewrite the qualifying float64 regions of `graph_module` in place to fp32 (the constant scalars and
+    tables first: `fold_constant_scalars`, `fold_float64_tables`); returns how many regions."""
     fold_constant_scalars(graph_module)
+    fold_float64_tables(graph_module)
     graph = graph_module.graph
     narrowed = 0
     for region in _regions(graph):

@@ -132,3 +132,26 @@ def test_a_training_step_with_float64_scalars_of_constants_runs_natively():
     assert neuron_mlir.stats()["fallback_ops"] == {}
     assert_close_to_torch(x.grad, x_reference.grad)
     assert_close_to_torch(module.linear.weight.grad, reference.linear.weight.grad)
+
+
+def _sinusoidal_table(height: int, width: int, dim: int) -> torch.Tensor:
+    """A 2-d sine/cosine position table computed in float64 and cast to fp32, as D-FINE builds its own."""
+    omega = 1.0 / 10000.0 ** (torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))
+    rows, columns = torch.meshgrid(
+        torch.arange(height, dtype=torch.float64), torch.arange(width, dtype=torch.float64), indexing="ij"
+    )
+    by_row, by_column = rows.flatten().outer(omega), columns.flatten().outer(omega)
+    return torch.cat([by_row.sin(), by_row.cos(), by_column.sin(), by_column.cos()], dim=1).to(torch.float32)
+
+
+def test_a_float64_table_of_sizes_alone_is_evaluated_once_and_exact():
+    import neuron_mlir
+
+    def embed(x: torch.Tensor) -> torch.Tensor:
+        return x + _sinusoidal_table(4, 5, 16)
+
+    x = torch.randn(2, 20, 16)
+    neuron_mlir.reset()
+    got = torch.compile(embed, backend="neuron-mlir", options={"strict": True})(x)
+    assert neuron_mlir.stats()["fallback_ops"] == {}
+    assert torch.equal(got, embed(x))  # eager's float64 values, rounded once
