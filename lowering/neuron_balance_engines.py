@@ -214,15 +214,17 @@ def _writes(op: Operation, buffer: SSAValue) -> bool:
     return any(getattr(op, role) is buffer for role in op.present_roles() if role in written)
 
 
-def _is_psum_evacuation(op: InstructionOp) -> bool:
-    """A copy of a PSUM tile into an SBUF buffer of its own, at a static place: what frees an accumulator's bank
-    for the next matmuls (an insert into a panel writes a window of a buffer that other copies write too)."""
-    if not isinstance(op, neuron.TensorCopyOp) or op.dst_offset is not None:
-        return False
+def _psum_to_sbuf(op: neuron.TensorCopyOp | neuron.TensorScalarOp) -> bool:
     source, destination = op.src.type, op.dst.type
     assert isinstance(source, MemRefType)
     assert isinstance(destination, MemRefType)
-    if memory_of(source) is not Memory.PSUM or memory_of(destination) is not Memory.SBUF:
+    return memory_of(source) is Memory.PSUM and memory_of(destination) is Memory.SBUF
+
+
+def _is_psum_evacuation(op: InstructionOp) -> bool:
+    """A copy of a PSUM tile into an SBUF buffer of its own, at a static place: what frees an accumulator's bank
+    for the next matmuls (an insert into a panel writes a window of a buffer that other copies write too)."""
+    if not isinstance(op, neuron.TensorCopyOp) or op.dst_offset is not None or not _psum_to_sbuf(op):
         return False
     return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
 
@@ -236,11 +238,10 @@ def _drains_psum(op: InstructionOp, target: Target) -> bool:
         return True
     if not isinstance(op, neuron.TensorScalarOp) or op.dst_offset is not None or op.src_offset is not None:
         return False
-    source, destination = op.src.type, op.dst.type
-    assert isinstance(source, MemRefType)
-    assert isinstance(destination, MemRefType)
-    if memory_of(source) is not Memory.PSUM or memory_of(destination) is not Memory.SBUF:
+    if not _psum_to_sbuf(op):
         return False
+    source = op.src.type
+    assert isinstance(source, MemRefType)
     # a whole bank of fp32 sums, a matmul's output block: attention's passes over its scores ([128, 256]) and its
     # normalised output ([128, 64] of a [128, 65] tile) are steps of chains whose copies keep moving together
     # (split, they made a Llama layer's forward 20 us slower)
