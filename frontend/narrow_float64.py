@@ -253,6 +253,11 @@ def fold_float64_tables(graph_module: torch.fx.GraphModule) -> int:
     bit for bit, where the core, without a float64 datapath, would leave the table's ops to the CPU. Returns how
     many casts were folded."""
     graph = graph_module.graph
+    narrowing_casts = (
+        node for node in graph.nodes if _is_cast(node, _NARROW) and _dtype(node.args[0]) is torch.float64
+    )
+    if next(narrowing_casts, None) is None:  # most graphs: evaluate nothing while compiling
+        return 0
     with unset_fake_temporarily():
         values = _input_free_values(graph_module)
     folded = 0
