@@ -25,7 +25,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from neuron_mlir.frontend.data_dependent import coordinates, nonzero_mask, padded_flat_positions, padded_unique
+from neuron_mlir.frontend.data_dependent import (
+    coordinates,
+    nonzero_mask,
+    padded_flat_positions,
+    padded_unique,
+    repeat_positions,
+    repeats_total,
+)
 
 Cut = Callable[[Sequence[np.ndarray], int, tuple[Any, ...], dict[str, Any]], list[np.ndarray]]
 
@@ -150,6 +157,43 @@ def kernel_for(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> BoundedKerne
             return _MASKED_INDEX
         return None
     return BOUNDED_OPS.get(op)
+
+
+# `repeat_interleave` by a tensor of repeats: its result's size is the repeats' sum, which no operand's size
+# bounds. It runs count first: a program computes the sum (or -1 for a negative repeat), the host reads it as
+# `.item()` would (CUDA's kernel reads it too, unless given `output_size=`), and a program of the size's bucket
+# computes the indices, cut to the size.
+REPEAT_INTERLEAVE = torch.ops.aten.repeat_interleave.Tensor
+
+
+def repeats_take_the_count_first(repeats: Any) -> bool:
+    """Whether a call's repeats are ones the device runs: a 1-D tensor of int32 or int64, as the CPU's kernel
+    takes them (any other raises the CPU's error on the host)."""
+    return isinstance(repeats, torch.Tensor) and repeats.dim() == 1 and repeats.dtype in (torch.int32, torch.int64)
+
+
+def repeat_count(repeats: torch.Tensor) -> tuple[torch.Tensor]:
+    """The count program of `repeat_interleave(repeats)` (at least one repeat): the result's size, or -1 when a
+    repeat is negative."""
+    return (repeats_total(repeats),)
+
+
+def repeat_indices(repeats: torch.Tensor, *, output_size: int) -> torch.Tensor:
+    """`repeat_interleave(repeats, output_size=n)` traced with the size known: the first n indices, each
+    position's index among the running sums."""
+    return repeat_positions(repeats, output_size)
+
+
+REPEAT_COUNT = BoundedKernel(repeat_count, lambda *_: [])  # its one output is the count
+
+
+def size_bucket(size: int) -> int:
+    """The length a data-dependent size is computed at: the next power of two, at least `SMALLEST_BUCKET` (sizes
+    below it cost about what it costs), so sizes up to n share at most log2(n) - 2 programs and the padding is
+    less than the size itself."""
+    from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET
+
+    return max(SMALLEST_BUCKET, 1 << max(size - 1, 0).bit_length())
 
 
 def empty_results(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:

@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend import stats
 from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
-from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
+from neuron_mlir.frontend.tensors import from_numpy, numpy_dtype, to_numpy, torch_dtype
 
 
 class DeviceFallbackError(RuntimeError):
@@ -195,7 +195,10 @@ def _run(
     otherwise: Callable[[], Any] | None,
     validate: Callable[[], None] | None = None,
     flat: list[Any] | None = None,
+    count_first: bool = True,
 ) -> Any:
+    """`count_first=False`: a `repeat_interleave.Tensor` call given its size's bucket as `output_size` by
+    `_repeat_interleave`, which runs as a plain op."""
     if flat is None:
         flat = _leaves(args, kwargs)
     facts = _facts(op)
@@ -208,7 +211,11 @@ def _run(
     kernel = None
     if id(op) in _MAY_BE_BOUNDED:
         dispatch.check_same_device(op, flat)
-        kernel = bounded.kernel_for(op, args)
+        if op is bounded.REPEAT_INTERLEAVE:
+            if count_first:
+                return _repeat_interleave(facts, args, kwargs)
+        else:
+            kernel = bounded.kernel_for(op, args)
     if kernel is not None:
         # `otherwise` (an op's composite steps) would size its results by the meta kernel, which has no size to give
         otherwise = None
@@ -273,7 +280,58 @@ def _random_from(
 
 # ids of the ops `bounded.kernel_for` may serve: looked up on every call, where an OpOverload's own hash is a
 # Python call
-_MAY_BE_BOUNDED = frozenset(id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor))
+_MAY_BE_BOUNDED = frozenset(
+    id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor, bounded.REPEAT_INTERLEAVE)
+)
+
+
+def _repeat_interleave(facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`repeat_interleave.Tensor(repeats, output_size=None)` count first (`bounded.REPEAT_INTERLEAVE`): the
+    size is the user's `output_size`, else the count program's result, read by the host; the indices are
+    computed at the size's bucket (`bounded.size_bucket`: one program serves every size up to it) and cut."""
+    op = facts.op
+    repeats = args[0]
+    size = kwargs.get("output_size")
+    if not bounded.repeats_take_the_count_first(repeats) or (repeats.numel() == 0 and size):
+        # the CPU's kernel raises PyTorch's error for these (dtype, rank, a size no repeats give)
+        EAGER_STATS.host_ops[facts.name] += 1
+        sources.record(facts.name, 0.0, on_host=True)
+        return dispatch.run_on_host(op, args, kwargs)
+    if size is None and repeats.numel():
+        size = _repeats_total(facts, repeats)
+        if size is None:  # the count program is refused: the op runs on the host, warned as any refusal
+            EAGER_STATS.host_ops[facts.name] += 1
+            sources.record(facts.name, 0.0, on_host=True)
+            return dispatch.run_on_host(op, args, kwargs)
+        if size < 0:
+            raise RuntimeError("repeats can not be negative")
+    if not size:
+        EAGER_STATS.native_ops[facts.name] += 1  # nothing to compute: an empty result
+        return storage.from_array(np.zeros(0, dtype=numpy_dtype(repeats.dtype)))
+    bucket = bounded.size_bucket(size)
+    indices = _run(op, (repeats,), {"output_size": bucket}, None, count_first=False)
+    return indices if bucket == size else indices[:size].clone()
+
+
+# the key of the count programs of `repeat_interleave` in `_programs`, beside the repeats' shape and dtype
+_REPEATS_TOTAL = object()
+
+
+def _repeats_total(facts: _OpFacts, repeats: torch.Tensor) -> int | None:
+    """The size of `repeat_interleave(repeats)`, or -1 for a negative repeat, from the count program run on the
+    device and read by the host; None when the compiler refuses the program."""
+    key = (_REPEATS_TOTAL, repeats.shape, repeats.dtype)
+    entry = _programs.get(key)
+    if entry is None:
+        entry = _programs[key] = _compile(
+            facts.op, (repeats,), {}, [repeats], bounded.REPEAT_COUNT, "eager_repeat_interleave_count"
+        )
+        if isinstance(entry, _Refusal):
+            EAGER_STATS.refused_signatures += 1
+    if isinstance(entry, _Refusal):
+        _refused(facts.name, entry.reason)
+        return None
+    return _counted_run(entry, facts.name, [repeats])[1]
 
 
 def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
@@ -290,13 +348,15 @@ def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
 
 
 # Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
-# Python keyword), so the draw it stands for is traced instead; `linalg_matrix_rank` (`_matrix_rank`).
+# Python keyword), so the draw it stands for is traced instead; `linalg_matrix_rank` (`_matrix_rank`);
+# `repeat_interleave.Tensor` given its size (`_repeat_interleave`), whose meta kernel has no size to give.
 _TRACED_AS: dict[Any, Callable[..., Any]] = {
     getattr(torch.ops.aten.random_, "from"): _random_from,
     torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor: _matrix_rank(
         torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor
     ),
     torch.ops.aten.linalg_matrix_rank.atol_rtol_float: _matrix_rank(torch.ops.aten.linalg_matrix_rank.atol_rtol_float),
+    bounded.REPEAT_INTERLEAVE: bounded.repeat_indices,
 }
 
 
@@ -484,7 +544,10 @@ def _compile(
     kwargs: dict[str, Any],
     flat: list[Any],
     kernel: bounded.BoundedKernel | None = None,
+    kind: str | None = None,
 ) -> _Program | _Refusal:
+    """The program of a call (`kernel`: of a data-dependent op, `bounded`), named after `kind` (by default the
+    op's name), or why there is none."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
@@ -555,7 +618,7 @@ def _compile(
     if any(not isinstance(o, torch.fx.Node) for o in _graph_outputs(graph_module)):
         return _Refusal(f"{op} returns values that are not tensors")
     options = CompileOptions.from_user({"strict": True, "progress": False})
-    kind = "eager_" + str(op).removeprefix("aten.").replace(".", "_")
+    kind = kind or "eager_" + str(op).removeprefix("aten.").replace(".", "_")
     try:
         compiled = compile_graph(graph_module, examples, options, kind)
     except NeuronCompileError as error:
@@ -745,14 +808,20 @@ def _run_bounded(
     """A data-dependent op's run (`bounded`): the program's outputs at their bound, the count read by the host
     once the program has run (a synchronisation, as the count's `.item()` would be), the results cut to it."""
     assert program.bounded is not None
+    outputs, count = _counted_run(program, facts.name, flat)
+    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
+
+
+def _counted_run(program: _Program, name: str, flat: list[Any]) -> tuple[list[np.ndarray], int]:
+    """A run of a program whose last output is a count (`bounded`): its outputs, and the count read by the host
+    once the program has run (a synchronisation, as the count's `.item()` would be)."""
     storage.observe()  # recorded ops run first: they may write this op's operands
     outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
-    sources.record(facts.name, simulated_ns)
-    count = int(np.asarray(outputs[-1]).reshape(()))
-    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
+    sources.record(name, simulated_ns)
+    return outputs, int(np.asarray(outputs[-1]).reshape(()))
 
 
 def _fresh_results(facts: _OpFacts, values: list[np.ndarray]) -> Any:

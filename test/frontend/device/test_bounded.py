@@ -1,12 +1,14 @@
 """Ops whose result size depends on their values, run on the device as a program of the bound's size cut to the
-count: results equal to the CPU's exactly (values, order, shape and dtype), empty and full results included, and
-no op on the host."""
+count, or count first (`repeat_interleave` by a tensor): results equal to the CPU's exactly (values, order, shape
+and dtype), empty and full results included, and no op on the host."""
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
+from support import assert_close_to_torch
 
 
 @pytest.fixture
@@ -77,3 +79,113 @@ def test_a_dtype_the_core_cannot_hold_runs_on_the_host_with_the_cpus_result(comp
     with pytest.warns(UserWarning, match=r"aten\.index\.Tensor: float64 is not supported"):
         result = values.to("neuron")[(values > 0).to("neuron")]
     assert torch.equal(result.cpu(), values[values > 0])
+
+
+_ROWS = torch.arange(12.0).reshape(3, 4)
+
+REPEAT_CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
+    "rows of a 2-d input": (lambda x, r: torch.repeat_interleave(x, r, dim=0), (_ROWS, torch.tensor([1, 0, 2]))),
+    "columns by int32 repeats": (
+        lambda x, r: x.repeat_interleave(r, dim=1),
+        (_ROWS, torch.tensor([2, 0, 1, 3], dtype=torch.int32)),
+    ),
+    "a 3-d bfloat16 input": (
+        lambda x, r: torch.repeat_interleave(x, r, dim=1),
+        (torch.linspace(-2, 2, 24).reshape(2, 3, 4).bfloat16(), torch.tensor([3, 1, 0])),
+    ),
+    "a 3-d integer input, last dimension": (
+        lambda x, r: torch.repeat_interleave(x, r, dim=-1),
+        (torch.arange(24).reshape(2, 3, 4), torch.tensor([0, 2, 1, 1])),
+    ),
+    "flattened (dim=None)": (torch.repeat_interleave, (_ROWS, torch.arange(12) % 3)),
+    "a 0-d repeat": (lambda x, r: torch.repeat_interleave(x, r, dim=1), (_ROWS, torch.tensor(2))),
+    "a 1-element repeat": (lambda x, r: torch.repeat_interleave(x, r, dim=0), (_ROWS, torch.tensor([3]))),
+    "every repeat 0": (lambda x, r: torch.repeat_interleave(x, r, dim=0), (_ROWS, torch.zeros(3, dtype=torch.int64))),
+    "output_size given": (
+        lambda x, r: torch.repeat_interleave(x, r, dim=0, output_size=5),
+        (_ROWS, torch.tensor([4, 0, 1])),
+    ),
+    "the index form": (torch.repeat_interleave, (torch.tensor([2, 0, 3, 1]),)),
+    "the index form, int32": (torch.repeat_interleave, (torch.tensor([0, 5, 1], dtype=torch.int32),)),
+    "the index form, no repeats": (torch.repeat_interleave, (torch.zeros(0, dtype=torch.int64),)),
+    "the index form past the searched sizes": (torch.repeat_interleave, (torch.arange(300) % 5,)),
+}
+
+
+@pytest.mark.parametrize("case", REPEAT_CASES)
+def test_repeat_interleave_by_tensor_repeats_runs_natively(compiled, case):
+    function, arguments = REPEAT_CASES[case]
+    expected = function(*arguments)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no refusal warned
+        actual = function(*[a.to("neuron") for a in arguments])
+    _assert_same(actual, expected, case)
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert compiled.EAGER_STATS.native_ops["aten.repeat_interleave.Tensor"] == 1
+
+
+def test_a_negative_repeat_is_pytorchs_error(compiled):
+    repeats = torch.tensor([2, -1, 3])
+    with pytest.raises(RuntimeError, match=r"^repeats can not be negative$"):
+        torch.repeat_interleave(repeats)
+    with pytest.raises(RuntimeError, match=r"^repeats can not be negative$"):
+        torch.repeat_interleave(torch.ones(3, 2).to("neuron"), repeats.to("neuron"), dim=0)
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+@pytest.mark.parametrize(
+    ("repeats", "error", "message"),
+    [
+        (torch.tensor([1.0, 2.0]), NotImplementedError, r"not implemented for 'Float'"),
+        (torch.tensor([[1, 2]]), RuntimeError, r"^repeat_interleave only accept 1D vector as repeat$"),
+    ],
+    ids=["float repeats", "2-d repeats"],
+)
+def test_repeats_the_cpu_refuses_raise_its_error(compiled, repeats, error, message):
+    with pytest.raises(error, match=message):
+        torch.repeat_interleave(repeats)
+    with pytest.raises(error, match=message):
+        torch.repeat_interleave(repeats.to("neuron"))
+
+
+def test_repeat_interleave_trains_through_its_input(compiled):
+    # the gradient of the repeated rows is their segment sum (index_select's backward), rows repeated 0 times none
+    torch.manual_seed(0)
+    x, weight, repeats = torch.randn(5, 3), torch.randn(8, 3), torch.tensor([2, 0, 3, 1, 2])
+    on_cpu = x.clone().requires_grad_()
+    (torch.repeat_interleave(on_cpu, repeats, dim=0) * weight).square().sum().backward()
+    on_device = x.to("neuron").requires_grad_()
+    (torch.repeat_interleave(on_device, repeats.to("neuron"), dim=0) * weight.to("neuron")).square().sum().backward()
+    assert on_device.grad is not None
+    assert_close_to_torch(on_device.grad.cpu(), on_cpu.grad, "x.grad")
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_sizes_share_a_program_per_bucket(compiled, monkeypatch):
+    # one count program for the repeats' shape, and one program of indices per power-of-two bucket of the sum:
+    # sums of 1 to 40 need buckets 8, 16, 32 and 64, not one program per sum
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "0")
+    for total in range(1, 41):
+        repeats = torch.tensor([total // 2, 0, total - total // 2])
+        _assert_same(torch.repeat_interleave(repeats.to("neuron")), torch.repeat_interleave(repeats), f"sum {total}")
+    assert compiled.EAGER_STATS.compiled_signatures == 1 + 4
+    assert compiled.EAGER_STATS.native_ops["aten.repeat_interleave.Tensor"] == 40
+
+
+def test_output_size_needs_no_count(compiled, monkeypatch):
+    # the user's size is the result's: no count program runs, so the host reads nothing
+    reads: list[str] = []
+    counted_run = compiled._counted_run
+
+    def counted(program, name, flat):
+        reads.append(name)
+        return counted_run(program, name, flat)
+
+    monkeypatch.setattr(compiled, "_counted_run", counted)
+    repeats = torch.tensor([1, 3, 0, 2])
+    actual = torch.repeat_interleave(repeats.to("neuron"), output_size=6)
+    _assert_same(actual, torch.repeat_interleave(repeats, output_size=6), "output_size=6")
+    assert not reads
+    assert compiled.EAGER_STATS.compiled_signatures == 1
+    torch.repeat_interleave(repeats.to("neuron"))  # without it, the count program runs first: one read
+    assert reads == ["aten.repeat_interleave.Tensor"]
