@@ -39,6 +39,13 @@ def _fake_mode(*tensors: torch.Tensor) -> Any:
     return fake_mode if getattr(fake_mode, "shape_env", None) is not None else None
 
 
+def _traced(*tensors: torch.Tensor) -> Any:
+    """The fake-tensor mode of the trace, with or without symbolic shapes, or None outside a trace."""
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode(tensors)
+
+
 def _valid_prefix(buffer: torch.Tensor, count: torch.Tensor, dim: int = 0) -> torch.Tensor:
     """The first `count` entries of `buffer` along `dim`, `count` read by the host (an unbacked size).
 
@@ -143,7 +150,8 @@ def index_put_with_masks(
         return NotImplemented
     count = values.shape[where]
     if not _unbacked_symbols(count):
-        if not isinstance(count, int) or _fake_mode(destination, mask, values) is None:
+        # a static count needs no symbolic sizes: the `neuron` device's single-op traces take this form too
+        if not isinstance(count, int) or _traced(destination, mask, values) is None:
             return NotImplemented
         if count == 1:  # one row for every true element, however many: a select
             chosen_mask = nonzero_mask(mask).reshape(
