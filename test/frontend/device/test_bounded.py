@@ -236,3 +236,34 @@ def test_output_size_needs_no_count(compiled, monkeypatch):
     assert compiled.EAGER_STATS.compiled_signatures == 1
     torch.repeat_interleave(repeats.to("neuron"))  # without it, the count program runs first: one read
     assert reads == ["aten.repeat_interleave.Tensor"]
+
+
+def _route(x, gate, experts):
+    """A mixture of experts routed eagerly: each token's top-2 experts, per expert the tokens it was chosen by
+    (`torch.where` of the choices, `nonzero` of the tokens using it), their rows gathered, the expert's matmul
+    and the weighted rows added back at their tokens (`index_add_`)."""
+    probs = (x @ gate).softmax(-1)
+    chosen = probs.topk(2, dim=-1).indices
+    weights = torch.gather(probs, 1, chosen)
+    out = torch.zeros(x.shape[0], experts.shape[2], device=x.device)
+    for expert in range(experts.shape[0]):
+        tokens, slots = torch.where(chosen == expert)
+        rows = (x[tokens] @ experts[expert]).relu()
+        out.index_add_(0, tokens, rows * weights[tokens, slots].unsqueeze(-1))
+    first = (chosen[:, 0] == 0).nonzero().squeeze(1)
+    return out + out.index_select(0, first).sum(0)
+
+
+def test_moe_routing_trains_on_the_device(compiled):
+    torch.manual_seed(0)
+    parameters = [torch.randn(16, 8), torch.randn(8, 4), torch.randn(4, 8, 6) / 3]
+    on_cpu = [p.clone().requires_grad_() for p in parameters]
+    on_device = [p.to("neuron").requires_grad_() for p in parameters]
+    expected, actual = _route(*on_cpu), _route(*on_device)
+    assert_close_to_torch(actual.cpu(), expected, "routed rows")
+    expected.square().sum().backward()
+    actual.square().sum().backward()
+    for name, mine, theirs in zip(("x", "gate", "experts"), on_device, on_cpu, strict=True):
+        assert mine.grad is not None and theirs.grad is not None
+        assert_close_to_torch(mine.grad.cpu(), theirs.grad, f"grad of {name}")
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
