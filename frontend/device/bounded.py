@@ -2,7 +2,8 @@
 
 Input contract: a call of one of the ops of `BOUNDED_OPS` (`nonzero`, `masked_select`, `_unique2`,
 `unique_consecutive`), or of `index.Tensor` whose one index is a boolean mask after full slices (`x[mask]`,
-`x[:, mask]`), on device tensors, as the dispatcher passes it to `frontend.device.eager` (`kernel_for`).
+`x[:, mask]`), on device tensors, as the dispatcher passes it to `frontend.device.eager` (`kernel_for`); or of
+one of `COUNT_FIRST_OPS` (`repeat_interleave.Tensor`, `bincount`).
 
 Output guarantee: results equal to the CPU's, element for element and in the same order, as device tensors of
 their exact sizes.
@@ -14,6 +15,10 @@ program computes each result into a buffer of that bound with ops of static shap
 The host reads that count as CUDA's `nonzero` does (a synchronisation: the program has run) and keeps the
 valid prefix of each buffer as a new device tensor of its exact size. Operands with no elements give results
 with none, made without a program: there is nothing to compute.
+
+A few results have no bound in their operands' sizes (`COUNT_FIRST_OPS`: `repeat_interleave`'s is the repeats'
+sum). They run count first: a program computes the size, the host reads it, and a program of the size's bucket
+(`size_bucket`) computes the result, which is cut to the size.
 """
 
 from __future__ import annotations
@@ -159,23 +164,44 @@ def kernel_for(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> BoundedKerne
     return BOUNDED_OPS.get(op)
 
 
-# `repeat_interleave` by a tensor of repeats: its result's size is the repeats' sum, which no operand's size
-# bounds. It runs count first: a program computes the sum (or -1 for a negative repeat), the host reads it as
-# `.item()` would (CUDA's kernel reads it too, unless given `output_size=`), and a program of the size's bucket
-# computes the indices, cut to the size.
-REPEAT_INTERLEAVE = torch.ops.aten.repeat_interleave.Tensor
+@dataclass(frozen=True)
+class CountFirst:
+    """How an op whose result size no operand's size bounds runs: count first. A program computes the size alone
+    (`count`, of the tensor `counted` picks: -1 for values the op refuses), the host reads it as `.item()` would,
+    and the op's call at the size's bucket (`at`, traced as `traced`) computes the result, cut to the size.
+
+    `runs`: whether the device takes the call (else the CPU's kernel raises PyTorch's error for it); `given`: the
+    size the call states itself (`output_size=`), which needs no count; `size`: the result's size from the count
+    read, raising PyTorch's error for -1."""
+
+    runs: Callable[[tuple[Any, ...], dict[str, Any]], bool]
+    given: Callable[[tuple[Any, ...], dict[str, Any]], int | None]
+    counted: Callable[[tuple[Any, ...], dict[str, Any]], torch.Tensor]
+    count: Callable[[torch.Tensor], tuple[torch.Tensor]]
+    size: Callable[[int, tuple[Any, ...], dict[str, Any]], int]
+    at: Callable[[tuple[Any, ...], dict[str, Any], int], tuple[tuple[Any, ...], dict[str, Any]]]
+    traced: Callable[..., torch.Tensor]
+
+    def count_kernel(self) -> BoundedKernel:
+        """The count program as a bounded op's: its one output is the count."""
+        return BoundedKernel(self.count, lambda *_: [])
 
 
-def repeats_take_the_count_first(repeats: Any) -> bool:
-    """Whether a call's repeats are ones the device runs: a 1-D tensor of int32 or int64, as the CPU's kernel
-    takes them (any other raises the CPU's error on the host)."""
-    return isinstance(repeats, torch.Tensor) and repeats.dim() == 1 and repeats.dtype in (torch.int32, torch.int64)
+def _repeats_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    # the CPU's kernel takes 1-D int32 or int64 repeats, and no output_size= but 0 for no repeats
+    repeats = args[0]
+    return (
+        isinstance(repeats, torch.Tensor)
+        and repeats.dim() == 1
+        and repeats.dtype in (torch.int32, torch.int64)
+        and (repeats.numel() > 0 or not kwargs.get("output_size"))
+    )
 
 
-def repeat_count(repeats: torch.Tensor) -> tuple[torch.Tensor]:
-    """The count program of `repeat_interleave(repeats)` (at least one repeat): the result's size, or -1 when a
-    repeat is negative."""
-    return (repeats_total(repeats),)
+def _repeats_size(count: int, *_: Any) -> int:
+    if count < 0:
+        raise RuntimeError("repeats can not be negative")
+    return count
 
 
 def repeat_indices(repeats: torch.Tensor, *, output_size: int) -> torch.Tensor:
@@ -184,7 +210,77 @@ def repeat_indices(repeats: torch.Tensor, *, output_size: int) -> torch.Tensor:
     return repeat_positions(repeats, output_size)
 
 
-REPEAT_COUNT = BoundedKernel(repeat_count, lambda *_: [])  # its one output is the count
+_NON_NEGATIVE = "bincount only supports 1-d non-negative integral inputs."
+
+
+def _bins_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    # the CPU's checks: 1-D integers (not booleans), weights of their length, a minlength of at least 0
+    values = args[0]
+    weights = args[1] if len(args) > 1 else kwargs.get("weights")
+    minlength = args[2] if len(args) > 2 else kwargs.get("minlength", 0)
+    return (
+        isinstance(values, torch.Tensor)
+        and values.dim() == 1
+        and not values.dtype.is_floating_point
+        and not values.dtype.is_complex
+        and values.dtype != torch.bool
+        and (weights is None or (weights.dim() == 1 and weights.shape == values.shape))
+        and minlength >= 0
+    )
+
+
+def _bins_count(values: torch.Tensor) -> tuple[torch.Tensor]:
+    # the largest value and one, or -1 for a negative value (PyTorch's error)
+    return (torch.where((values < 0).any(), -1, values.max().to(torch.int64) + 1),)
+
+
+def _bins_size(count: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    if count < 0:
+        raise RuntimeError(_NON_NEGATIVE)
+    return max(count, args[2] if len(args) > 2 else kwargs.get("minlength", 0))
+
+
+def _bins_at(args: tuple[Any, ...], kwargs: dict[str, Any], bucket: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    weights = args[1] if len(args) > 1 else kwargs.get("weights")
+    return (args[0], weights, bucket), {}
+
+
+def bin_counts(values: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> torch.Tensor:
+    """`bincount(values, weights, minlength)` traced with every value below `minlength`: each value's count (or
+    the sum of its weights), a scatter-add into `minlength` bins. Float32 weights give float32 sums, others the
+    float64 the CPU gives (which the core does not hold: such calls run on the host)."""
+    if weights is None:
+        added, dtype = torch.ones(values.shape, dtype=torch.int64, device=values.device), torch.int64
+    else:
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+        added = weights.to(dtype)
+    bins = torch.zeros(minlength, dtype=dtype, device=values.device)
+    return torch.index_put(bins, (values.to(torch.int64),), added, accumulate=True)
+
+
+# Ops whose result's size no operand's size bounds: `repeat_interleave` by a tensor of repeats (the repeats' sum,
+# -1 for a negative repeat; CUDA's kernel reads it too, unless given `output_size=`) and `bincount` (the largest
+# value and one, at least `minlength`; CUDA's reads the largest value).
+COUNT_FIRST_OPS: dict[Any, CountFirst] = {
+    torch.ops.aten.repeat_interleave.Tensor: CountFirst(
+        runs=_repeats_run,
+        given=lambda _, kwargs: kwargs.get("output_size"),
+        counted=lambda args, _: args[0],
+        count=lambda repeats: (repeats_total(repeats),),
+        size=_repeats_size,
+        at=lambda args, _, bucket: ((args[0],), {"output_size": bucket}),
+        traced=repeat_indices,
+    ),
+    torch.ops.aten.bincount.default: CountFirst(
+        runs=_bins_run,
+        given=lambda *_: None,
+        counted=lambda args, _: args[0],
+        count=_bins_count,
+        size=_bins_size,
+        at=_bins_at,
+        traced=bin_counts,
+    ),
+}
 
 
 def size_bucket(size: int) -> int:

@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend import stats
 from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
-from neuron_mlir.frontend.tensors import from_numpy, numpy_dtype, to_numpy, torch_dtype
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 
 
 class DeviceFallbackError(RuntimeError):
@@ -197,8 +197,8 @@ def _run(
     flat: list[Any] | None = None,
     count_first: bool = True,
 ) -> Any:
-    """`count_first=False`: a `repeat_interleave.Tensor` call given its size's bucket as `output_size` by
-    `_repeat_interleave`, which runs as a plain op."""
+    """`count_first=False`: a call of one of `bounded.COUNT_FIRST_OPS` at its size's bucket (`_count_first`),
+    which runs as a plain op."""
     if flat is None:
         flat = _leaves(args, kwargs)
     facts = _facts(op)
@@ -211,11 +211,11 @@ def _run(
     kernel = None
     if id(op) in _MAY_BE_BOUNDED:
         dispatch.check_same_device(op, flat)
-        if op is bounded.REPEAT_INTERLEAVE:
-            if count_first:
-                return _repeat_interleave(facts, args, kwargs)
-        else:
+        counted = bounded.COUNT_FIRST_OPS.get(op)
+        if counted is None:
             kernel = bounded.kernel_for(op, args)
+        elif count_first:
+            return _count_first(facts, counted, args, kwargs, flat)
     if kernel is not None:
         # `otherwise` (an op's composite steps) would size its results by the meta kernel, which has no size to give
         otherwise = None
@@ -281,57 +281,55 @@ def _random_from(
 # ids of the ops `bounded.kernel_for` may serve: looked up on every call, where an OpOverload's own hash is a
 # Python call
 _MAY_BE_BOUNDED = frozenset(
-    id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor, bounded.REPEAT_INTERLEAVE)
+    id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor, *bounded.COUNT_FIRST_OPS)
 )
 
 
-def _repeat_interleave(facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """`repeat_interleave.Tensor(repeats, output_size=None)` count first (`bounded.REPEAT_INTERLEAVE`): the
-    size is the user's `output_size`, else the count program's result, read by the host; the indices are
-    computed at the size's bucket (`bounded.size_bucket`: one program serves every size up to it) and cut."""
+def _count_first(
+    facts: _OpFacts, kernel: bounded.CountFirst, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> Any:
+    """A call of one of `bounded.COUNT_FIRST_OPS`: its size is the one the call gives, else the count program's
+    result, read by the host; the result is computed at the size's bucket (`bounded.size_bucket`: one program
+    serves every size up to it) and cut."""
     op = facts.op
-    repeats = args[0]
-    size = kwargs.get("output_size")
-    if not bounded.repeats_take_the_count_first(repeats) or (repeats.numel() == 0 and size):
-        # the CPU's kernel raises PyTorch's error for these (dtype, rank, a size no repeats give)
+    if not kernel.runs(args, kwargs):  # the CPU's kernel raises PyTorch's error for these (dtype, rank, sizes)
         EAGER_STATS.host_ops[facts.name] += 1
         sources.record(facts.name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
-    if size is None and repeats.numel():
-        size = _repeats_total(facts, repeats)
-        if size is None:  # the count program is refused: the op runs on the host, warned as any refusal
+    if bounded.has_no_elements(flat):
+        EAGER_STATS.native_ops[facts.name] += 1  # nothing to compute: the result's size alone
+        return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
+    size = kernel.given(args, kwargs)
+    if size is None:
+        count = _count(facts, kernel, kernel.counted(args, kwargs))
+        if count is None:  # the count program is refused: the op runs on the host, warned as any refusal
             EAGER_STATS.host_ops[facts.name] += 1
             sources.record(facts.name, 0.0, on_host=True)
             return dispatch.run_on_host(op, args, kwargs)
-        if size < 0:
-            raise RuntimeError("repeats can not be negative")
-    if not size:
-        EAGER_STATS.native_ops[facts.name] += 1  # nothing to compute: an empty result
-        return storage.from_array(np.zeros(0, dtype=numpy_dtype(repeats.dtype)))
+        size = kernel.size(count, args, kwargs)
+    if size == 0:
+        EAGER_STATS.native_ops[facts.name] += 1
+        return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
     bucket = bounded.size_bucket(size)
-    indices = _run(op, (repeats,), {"output_size": bucket}, None, count_first=False)
-    return indices if bucket == size else indices[:size].clone()
+    at_args, at_kwargs = kernel.at(args, kwargs, bucket)
+    result = _run(op, at_args, at_kwargs, None, count_first=False)
+    return result if bucket == size else result[:size].clone()
 
 
-# the key of the count programs of `repeat_interleave` in `_programs`, beside the repeats' shape and dtype
-_REPEATS_TOTAL = object()
-
-
-def _repeats_total(facts: _OpFacts, repeats: torch.Tensor) -> int | None:
-    """The size of `repeat_interleave(repeats)`, or -1 for a negative repeat, from the count program run on the
-    device and read by the host; None when the compiler refuses the program."""
-    key = (_REPEATS_TOTAL, repeats.shape, repeats.dtype)
+def _count(facts: _OpFacts, kernel: bounded.CountFirst, counted: torch.Tensor) -> int | None:
+    """The count of a count-first call, from the count program run on the device and read by the host; None
+    when the compiler refuses the program."""
+    key = (kernel, counted.shape, counted.dtype)
     entry = _programs.get(key)
     if entry is None:
-        entry = _programs[key] = _compile(
-            facts.op, (repeats,), {}, [repeats], bounded.REPEAT_COUNT, "eager_repeat_interleave_count"
-        )
+        kind = "eager_" + str(facts.op).removeprefix("aten.").split(".")[0] + "_count"
+        entry = _programs[key] = _compile(facts.op, (counted,), {}, [counted], kernel.count_kernel(), kind)
         if isinstance(entry, _Refusal):
             EAGER_STATS.refused_signatures += 1
     if isinstance(entry, _Refusal):
         _refused(facts.name, entry.reason)
         return None
-    return _counted_run(entry, facts.name, [repeats])[1]
+    return _counted_run(entry, facts.name, [counted])[1]
 
 
 def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
@@ -349,14 +347,14 @@ def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
 
 # Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
 # Python keyword), so the draw it stands for is traced instead; `linalg_matrix_rank` (`_matrix_rank`);
-# `repeat_interleave.Tensor` given its size (`_repeat_interleave`), whose meta kernel has no size to give.
+# the ops of `bounded.COUNT_FIRST_OPS` at a known size (`_count_first`), whose meta kernels have no size to give.
 _TRACED_AS: dict[Any, Callable[..., Any]] = {
     getattr(torch.ops.aten.random_, "from"): _random_from,
     torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor: _matrix_rank(
         torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor
     ),
     torch.ops.aten.linalg_matrix_rank.atol_rtol_float: _matrix_rank(torch.ops.aten.linalg_matrix_rank.atol_rtol_float),
-    bounded.REPEAT_INTERLEAVE: bounded.repeat_indices,
+    **{op: kernel.traced for op, kernel in bounded.COUNT_FIRST_OPS.items()},
 }
 
 

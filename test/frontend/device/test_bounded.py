@@ -195,6 +195,42 @@ def test_repeats_the_cpu_refuses_raise_its_error(compiled, repeats, error, messa
         torch.repeat_interleave(repeats.to("neuron"))
 
 
+_BINS = torch.tensor([1, 3, 3, 0, 7, 3, 1])
+
+BINCOUNT_CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
+    "counts": (torch.bincount, (_BINS,)),
+    "counts of int32 values, at least minlength": (lambda v: torch.bincount(v, minlength=12), (_BINS.int(),)),
+    "counts of uint8 values": (torch.bincount, (_BINS.to(torch.uint8),)),
+    "float32 weights": (torch.bincount, (_BINS, torch.linspace(-1, 2, 7))),
+    "float32 weights by keyword": (lambda v, w: torch.bincount(v, weights=w, minlength=2), (_BINS, torch.rand(7))),
+    "one value, past the searched sizes": (torch.bincount, (torch.full((40,), 700),)),
+    "no values, minlength": (lambda v: torch.bincount(v, minlength=4), (torch.zeros(0, dtype=torch.int64),)),
+}
+
+
+@pytest.mark.parametrize("case", BINCOUNT_CASES)
+def test_bincount_runs_natively_count_first(compiled, case):
+    # the result is as long as the largest value and one: the device computes that, the host reads it
+    function, arguments = BINCOUNT_CASES[case]
+    expected = function(*arguments)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        actual = function(*[a.to("neuron") for a in arguments])
+    assert actual.device.type == "neuron"
+    assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape), (actual, expected)
+    assert_close_to_torch(actual.cpu(), expected, case)  # weights' sums in another order: within float32's
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_bincount_of_a_negative_value_is_pytorchs_error(compiled):
+    values = torch.tensor([2, -1, 0])
+    with pytest.raises(RuntimeError, match=r"^bincount only supports 1-d non-negative integral inputs\.$"):
+        torch.bincount(values)
+    with pytest.raises(RuntimeError, match=r"^bincount only supports 1-d non-negative integral inputs\.$"):
+        torch.bincount(values.to("neuron"))
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
 def test_repeat_interleave_trains_through_its_input(compiled):
     # the gradient of the repeated rows is their segment sum (index_select's backward), rows repeated 0 times none
     torch.manual_seed(0)
@@ -241,7 +277,8 @@ def test_output_size_needs_no_count(compiled, monkeypatch):
 def _route(x, gate, experts):
     """A mixture of experts routed eagerly: each token's top-2 experts, per expert the tokens it was chosen by
     (`torch.where` of the choices, `nonzero` of the tokens using it), their rows gathered, the expert's matmul
-    and the weighted rows added back at their tokens (`index_add_`)."""
+    and the weighted rows added back at their tokens (`index_add_`); a load-balancing term from the tokens per
+    expert (`bincount`)."""
     probs = (x @ gate).softmax(-1)
     chosen = probs.topk(2, dim=-1).indices
     weights = torch.gather(probs, 1, chosen)
@@ -251,7 +288,8 @@ def _route(x, gate, experts):
         rows = (x[tokens] @ experts[expert]).relu()
         out.index_add_(0, tokens, rows * weights[tokens, slots].unsqueeze(-1))
     first = (chosen[:, 0] == 0).nonzero().squeeze(1)
-    return out + out.index_select(0, first).sum(0)
+    load = torch.bincount(chosen.flatten(), minlength=experts.shape[0]).float() / chosen.numel()
+    return out + out.index_select(0, first).sum(0) + (load * probs.mean(0)).sum()
 
 
 def test_moe_routing_trains_on_the_device(compiled):
@@ -264,6 +302,7 @@ def test_moe_routing_trains_on_the_device(compiled):
     expected.square().sum().backward()
     actual.square().sum().backward()
     for name, mine, theirs in zip(("x", "gate", "experts"), on_device, on_cpu, strict=True):
-        assert mine.grad is not None and theirs.grad is not None
+        assert mine.grad is not None
+        assert theirs.grad is not None
         assert_close_to_torch(mine.grad.cpu(), theirs.grad, f"grad of {name}")
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
