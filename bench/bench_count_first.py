@@ -1,0 +1,95 @@
+"""What counting first costs on the `neuron` device: `repeat_interleave` by a tensor of repeats, simulated.
+
+    python bench/bench_count_first.py [--sizes 64x64,1024x256,4096x128] [--output table.md]
+
+Per size (n repeats of 0 to 3 over rows of d float32 features, `torch.repeat_interleave(x, repeats, dim=0)` on
+device tensors, each op its own program: `NEURON_MLIR_DEFER=0`), the simulated time of a warm call without
+`output_size=` (the count program, the host's read of its result, the indices at the size's bucket, the
+`index_select`) against the baseline in the same run, the same call given `output_size=` (no count); then the
+indices' program by each of its two forms, searching the running sums and scattering them, forced for every size.
+Simulated times come from the cost model: deterministic, whatever the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ["NEURON_MLIR_DEFER"] = "0"  # each op its own program, its time on the stream as it runs
+os.environ.setdefault("NEURON_MLIR_EAGER", "compile")
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _simulated_us(call: Callable[[], object]) -> float:
+    """The simulated time of a warm call: its second run, read off the stream's clock."""
+    stream = torch.get_device_module("neuron").current_stream()
+    call()
+    before = stream.simulated_ns
+    call()
+    return (stream.simulated_ns - before) / 1000
+
+
+def _program_us(kind: str) -> float:
+    """The latest run's time of the eager program of `kind` last run (programs are named `graph<N>_eager_<kind>`)."""
+    import neuron_mlir
+
+    runs = [profile for name, profile in neuron_mlir.profiles().items() if name.endswith("_eager_" + kind)]
+    return runs[-1].total_ns / 1000
+
+
+def measure(n: int, d: int) -> dict[str, float]:
+    from neuron_mlir.frontend import data_dependent
+
+    torch.manual_seed(0)
+    x, repeats = torch.randn(n, d).to("neuron"), torch.randint(0, 4, (n,)).to("neuron")
+    total = int(repeats.sum().item())
+    row: dict[str, float] = {"sum": total}
+    row["counted us"] = _simulated_us(lambda: torch.repeat_interleave(x, repeats, dim=0))
+    row["count program us"] = _program_us("repeat_interleave_count")
+    row["given us"] = _simulated_us(lambda: torch.repeat_interleave(x, repeats, dim=0, output_size=total))
+    searched = data_dependent._SEARCHED_PAIRS
+    try:
+        for form, pairs in (("searched", sys.maxsize), ("scattered", 0)):
+            data_dependent._SEARCHED_PAIRS = pairs
+            from neuron_mlir.frontend.device import eager
+
+            eager.reset()  # the indices' program traced again in this form
+            _simulated_us(lambda: torch.repeat_interleave(repeats))
+            row[f"indices {form} us"] = _program_us("repeat_interleave_Tensor")
+    finally:
+        data_dependent._SEARCHED_PAIRS = searched
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="64x64,1024x256,4096x128", help="n x d: repeats, features per row")
+    parser.add_argument("--output", default="-", help="a Markdown file for the table, or - for stdout")
+    options = parser.parse_args()
+    header = "| n x d | sum | counted call us | count program us | output_size= call us | counted / given |"
+    header += " indices searched us | indices scattered us |"
+    lines = [header, "|" + "---|" * 8]
+    for size in options.sizes.split(","):
+        n, d = (int(part) for part in size.split("x"))
+        row = measure(n, d)
+        lines.append(
+            f"| {n} x {d} | {row['sum']:.0f} | {row['counted us']:.1f} | {row['count program us']:.1f} | "
+            f"{row['given us']:.1f} | {row['counted us'] / row['given us']:.2f} | "
+            f"{row['indices searched us']:.1f} | {row['indices scattered us']:.1f} |"
+        )
+    table = "\n".join(lines) + "\n"
+    if options.output == "-":
+        print(table, end="")
+    else:
+        Path(options.output).write_text(table)
+
+
+if __name__ == "__main__":
+    main()
