@@ -218,6 +218,49 @@ def padded_unique(
     return distinct[:bound], inverse, tallies, running[-1]
 
 
+def padded_unique_slices(
+    values: torch.Tensor, dim: int, sort: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(the distinct slices of `values` along `dim`, then zeros, in `values`' shape; each slice's index among them,
+    [n]; each distinct slice's number of occurrences then zeros, [n]; the number of distinct slices, 0-d int64),
+    n = values.shape[dim] > 0 and slices of at least one element. Sorted lexicographically as the CPU sorts them
+    (`unique(dim=)`: the first element where one slice is below the other decides, an element beside a NaN
+    decides nothing, and slices nothing decides keep the input's order), or in the input's order
+    (`unique_consecutive(dim=)`). A slice holding a NaN equals none.
+
+    Sorted, the pairs are compared all at once ([n, n, slice size] comparisons): a slice's slot is the number of
+    distinct slices before it, counted among the first slice of each class of equal ones."""
+    moved = values.movedim(dim, 0)
+    bound = moved.shape[0]
+    rows = moved.reshape(bound, -1)
+    if sort:
+        mine_all, theirs_all = rows.unsqueeze(1), rows.unsqueeze(0)  # [i, j, column]
+        differ = (mine_all != theirs_all).any(-1)
+        # the CPU's order: the first column where one is below the other decides (a NaN is neither)
+        ordered = (mine_all < theirs_all) | (mine_all > theirs_all)
+        decided = ordered.any(-1)
+        column = ordered.to(torch.int32).argmax(-1)
+        mine = torch.gather(rows, 1, column)  # [i, j]: row i at that column
+        theirs = torch.gather(rows, 1, column.transpose(0, 1)).transpose(0, 1)  # row j at that column
+        order = torch.arange(bound, device=values.device)
+        before = order.unsqueeze(1) < order.unsqueeze(0)  # [i, j]: i before j
+        # undecided slices that differ (by NaNs) keep the input's order
+        below = (decided & (mine < theirs)) | (~decided & differ & before)
+        first = ~(~differ & before.transpose(0, 1)).any(1)  # no equal slice before it
+        number = (below.transpose(0, 1) & first.unsqueeze(0)).sum(1)  # the distinct slices below each
+    else:
+        starts = torch.cat([torch.ones(1, dtype=torch.bool, device=values.device), (rows[1:] != rows[:-1]).any(1)])
+        first = starts
+        number = torch.cumsum(starts.to(torch.int64), 0) - 1
+    slots = torch.where(first, number, torch.full_like(number, bound))
+    distinct = torch.index_put(
+        torch.zeros(bound + 1, rows.shape[1], dtype=values.dtype, device=values.device), (slots,), rows
+    )
+    distinct = distinct[:bound].reshape(moved.shape).movedim(0, dim)
+    tallies = torch.index_put(torch.zeros_like(number), (number,), torch.ones_like(number), accumulate=True)
+    return distinct, number, tallies, first.to(torch.int64).sum()
+
+
 def repeat_interleave_counts(repeats: torch.Tensor, *, output_size: int | None = None) -> torch.Tensor:
     """`aten.repeat_interleave.Tensor`: each index i repeated `repeats[i]` times. Its size, the repeats' sum, has no
     bound in the input's sizes: the host reads the sum first (a sync, as CUDA's kernel makes), then each output

@@ -35,6 +35,7 @@ from neuron_mlir.frontend.data_dependent import (
     nonzero_mask,
     padded_flat_positions,
     padded_unique,
+    padded_unique_slices,
     repeat_positions,
     repeats_total,
 )
@@ -89,8 +90,52 @@ def _unique_consecutive(
     values: torch.Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
 ) -> tuple[torch.Tensor, ...]:
     if dim is not None:
-        raise NotImplementedError("unique_consecutive along a dimension")
+        return padded_unique_slices(values, dim, False)
     return _asked(padded_unique(values, False, return_inverse, return_counts), return_inverse, return_counts)
+
+
+def _unique_dim(
+    values: torch.Tensor, dim: int, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[torch.Tensor, ...]:
+    # the CPU sorts whether asked to or not, and returns the inverse and counts whether asked for or not
+    return padded_unique_slices(values, dim, True)
+
+
+def _unique_legacy(values: torch.Tensor, sorted: bool = True, return_inverse: bool = False) -> tuple[torch.Tensor, ...]:
+    """`torch._unique`: `unique` without counts."""
+    distinct, indices, _, count = padded_unique(values, True, return_inverse, False)
+    return (distinct, *([indices] if return_inverse else []), count)
+
+
+def _cut_unique_legacy(
+    outputs: Sequence[np.ndarray], count: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[np.ndarray]:
+    inverse = bool(kwargs.get("return_inverse", args[2] if len(args) > 2 else False))
+    return [outputs[0][:count], outputs[1] if inverse else np.zeros(0, dtype=np.int64)]
+
+
+def _dim_of(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    """The dimension a `unique` call works along (`unique_dim`'s second argument, `unique_consecutive`'s `dim`),
+    made non-negative, or None for the flattened input."""
+    if op is torch.ops.aten.unique_dim.default:
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+    else:
+        dim = kwargs.get("dim", args[3] if len(args) > 3 else None)
+    return None if dim is None else dim % max(args[0].dim(), 1)
+
+
+def _cut_slices(op: Any) -> Cut:
+    """The cut of `unique` along a dimension: the distinct slices and their counts cut to the count, the inverse
+    whole (the CPU returns all three, asked for or not)."""
+
+    def cut(
+        outputs: Sequence[np.ndarray], count: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> list[np.ndarray]:
+        distinct, inverse, tallies = outputs
+        dim = _dim_of(op, args, kwargs)
+        return [np.take(distinct, np.arange(count), axis=dim), inverse, tallies[:count]]
+
+    return cut
 
 
 def _asked(results: tuple[torch.Tensor, ...], inverse: bool, counts: bool) -> tuple[torch.Tensor, ...]:
@@ -143,7 +188,12 @@ BOUNDED_OPS: dict[Any, BoundedKernel] = {
     torch.ops.aten.masked_select.default: BoundedKernel(_masked_select, _prefix),
     torch.ops.aten._unique2.default: BoundedKernel(_unique, _unique_cut(2)),
     torch.ops.aten.unique_consecutive.default: BoundedKernel(_unique_consecutive, _unique_cut(1)),
+    torch.ops.aten._unique.default: BoundedKernel(_unique_legacy, _cut_unique_legacy),
+    torch.ops.aten.unique_dim.default: BoundedKernel(_unique_dim, _cut_slices(torch.ops.aten.unique_dim.default)),
 }
+
+# `unique_consecutive` along a dimension: its results are all three, cut as `unique_dim`'s
+_CONSECUTIVE_SLICES = BoundedKernel(_unique_consecutive, _cut_slices(torch.ops.aten.unique_consecutive.default))
 
 
 def kernel_for(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> BoundedKernel | None:
@@ -161,6 +211,8 @@ def kernel_for(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> BoundedKerne
         ):
             return _MASKED_INDEX
         return None
+    if op is torch.ops.aten.unique_consecutive.default and _dim_of(op, args, {}) is not None:
+        return _CONSECUTIVE_SLICES
     return BOUNDED_OPS.get(op)
 
 

@@ -53,6 +53,26 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
         (torch.tensor([2.0, 2.0, -1.0, 2.0, 5.0, 5.0, 5.0]),),
     ),
     "unique of no elements": (lambda x: torch.unique(x, return_counts=True), (torch.zeros(0, 3),)),
+    "torch._unique": (lambda x: torch._unique(x, return_inverse=True), (torch.tensor([[3, 1, 3], [-2, 1, 7]]),)),
+    "unique rows": (
+        lambda x: torch.unique(x, dim=0, return_inverse=True, return_counts=True),
+        (torch.tensor([[1, 2], [0, 1], [1, 2], [0, 3], [0, 1]]),),
+    ),
+    "unique slices of the last dimension": (
+        lambda x: torch.unique(x, dim=-1, return_inverse=True, return_counts=True),
+        (torch.tensor([[[1, 0, 1], [2, 2, 2]], [[3, 4, 3], [0, 0, 0]]]),),
+    ),
+    "unique float rows": (lambda x: torch.unique(x, dim=0), (_VALUES[[2, 0, 2, 1]],)),
+    "unique boolean columns": (
+        lambda x: torch.unique(x, dim=1, return_counts=True),
+        (torch.tensor([[True, False, True, True], [False, False, False, True]]),),
+    ),
+    "unique bfloat16 rows": (lambda x: torch.unique(x, dim=0, return_inverse=True), (_VALUES[[1, 1, 0]].bfloat16(),)),
+    "unique_consecutive rows": (
+        lambda x: torch.unique_consecutive(x, dim=0, return_inverse=True, return_counts=True),
+        (torch.tensor([[1, 2], [1, 2], [0, 1], [1, 2], [1, 2], [1, 2]]),),
+    ),
+    "unique_consecutive columns": (lambda x: torch.unique_consecutive(x, dim=1), (_VALUES[:, [0, 0, 1, 3, 3]],)),
 }
 
 
@@ -110,6 +130,20 @@ def test_a_write_of_too_few_values_through_a_mask_is_an_error(compiled):
         _assign(_VALUES.clone(), _VALUES > 0, torch.ones(3))
     with pytest.raises(RuntimeError, match="shape mismatch"):
         _assign(_VALUES.to("neuron"), (_VALUES > 0).to("neuron"), torch.ones(3).to("neuron"))
+
+
+def test_unique_slices_holding_nans_are_distinct_in_the_cpus_order(compiled):
+    # a NaN equals nothing, and an element beside a NaN decides nothing of the order: the CPU's comparison
+    nan = float("nan")
+    values = torch.tensor([[nan, 1.0], [0.0, 2.0], [nan, 1.0], [0.0, 2.0], [0.0, nan]])
+    expected = torch.unique(values, dim=0, return_inverse=True, return_counts=True)
+    actual = torch.unique(values.to("neuron"), dim=0, return_inverse=True, return_counts=True)
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        got = got.cpu()
+        assert got.shape == want.shape, f"result {index}: {got}, expected {want}"
+        assert torch.equal(got.isnan(), want.isnan()), f"result {index}: {got}, expected {want}"
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()), f"result {index}: {got}, expected {want}"
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
 def test_one_program_serves_every_count(compiled):

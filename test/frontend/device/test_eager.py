@@ -72,12 +72,13 @@ def test_strict_mode_makes_a_refusal_an_error(compiled, monkeypatch):
 
 
 def test_a_data_dependent_shape_without_a_device_form_is_a_refusal_saying_so(compiled):
-    # unique rows (`unique(dim=0)`) have no padded form: the trace meets a size it cannot know and says so
-    x = torch.tensor([[1, 2], [0, 1], [1, 2]])
-    with pytest.warns(UserWarning, match=r"aten\.unique_dim\.default: its output's shape depends on its values"):
-        result = torch.unique(x.to("neuron"), dim=0)
-    assert torch.equal(result.cpu(), torch.unique(x, dim=0))
-    assert compiled.EAGER_STATS.host_ops["aten.unique_dim.default"] == 1
+    # a mask beside another index tensor broadcasts its true positions against that index: no padded form, so the
+    # trace meets a size it cannot know and says so (the meta kernel's refusal is not the user's error)
+    x, rows, mask = torch.arange(24.0).reshape(2, 3, 4), torch.tensor([1, 0]), torch.tensor([True, False, True])
+    with pytest.warns(UserWarning, match=r"aten\.index\.Tensor: its output's shape depends on its values"):
+        result = x.to("neuron")[rows.to("neuron"), mask.to("neuron")]
+    assert torch.equal(result.cpu(), x[rows, mask])
+    assert compiled.EAGER_STATS.host_ops["aten.index.Tensor"] == 1
 
 
 def test_repeat_interleave_by_tensor_repeats_counts_first_on_the_device(compiled):
