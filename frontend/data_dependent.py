@@ -261,6 +261,58 @@ def padded_unique_slices(
     return distinct, number, tallies, first.to(torch.int64).sum()
 
 
+def unique_slices(
+    values: torch.Tensor, dim: int, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`aten.unique_dim`: the distinct slices along `dim` in the CPU's order, each slice's index among them and
+    each distinct slice's number of occurrences (all three, asked for or not, as ATen returns them)."""
+    if values.numel() == 0 or values.is_complex() or _fake_mode(values) is None:
+        return NotImplemented
+    dim = dim % values.dim()
+    distinct, inverse, tallies, count = padded_unique_slices(values, dim, True)
+    result = _valid_prefix(distinct, count, dim=dim)
+    return result, inverse, tallies.narrow(0, 0, result.shape[dim])
+
+
+def bins_total(values: torch.Tensor, minlength: int = 0) -> torch.Tensor:
+    """0-d int64: the number of bins `bincount(values, minlength=minlength)` needs, its largest value and one (at
+    least one value) or `minlength` if more, or -1 when a value is negative (which eager refuses)."""
+    needed = torch.clamp(values.max().to(torch.int64) + 1, min=minlength)
+    return torch.where((values < 0).any(), -1, needed)
+
+
+def bin_counts(values: torch.Tensor, weights: torch.Tensor | None = None, minlength: Any = 0) -> torch.Tensor:
+    """`bincount(values, weights, minlength)` with every value below `minlength`: each value's count (or the sum
+    of its weights), a scatter-add into `minlength` bins. Float32 weights give float32 sums, others the float64
+    the CPU gives."""
+    if weights is None:
+        added, dtype = torch.ones(values.shape, dtype=torch.int64, device=values.device), torch.int64
+    else:
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+        added = weights.to(dtype)
+    bins = torch.zeros(minlength, dtype=dtype, device=values.device)
+    return torch.index_put(bins, (values.to(torch.int64),), added, accumulate=True)
+
+
+def bincount(values: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> torch.Tensor:
+    """`aten.bincount`: as many bins as the largest value and one (at least `minlength`), a size no input's
+    bounds: the host reads it first (a sync, as CUDA's kernel makes), then the values are added into their bins."""
+    integral = not (values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool)
+    if values.dim() != 1 or not integral or values.numel() == 0 or _fake_mode(values) is None:
+        return NotImplemented
+    if weights is not None and (weights.dtype != torch.float32 or weights.shape != values.shape):
+        return NotImplemented  # float64 sums, which the core does not hold, or eager's error
+    fake_mode = _fake_mode(values)
+    allowed = fake_mode.allow_scalar_outputs
+    fake_mode.allow_scalar_outputs = True
+    try:
+        size = bins_total(values, minlength).item()
+    finally:
+        fake_mode.allow_scalar_outputs = allowed
+    torch._check(size >= 0, lambda: "bincount only supports 1-d non-negative integral inputs.")  # type: ignore[no-untyped-call]
+    return bin_counts(values, weights, size)
+
+
 def repeat_interleave_counts(repeats: torch.Tensor, *, output_size: int | None = None) -> torch.Tensor:
     """`aten.repeat_interleave.Tensor`: each index i repeated `repeats[i]` times. Its size, the repeats' sum, has no
     bound in the input's sizes: the host reads the sum first (a sync, as CUDA's kernel makes), then each output
@@ -318,6 +370,8 @@ def data_dependent_decompositions() -> dict[object, Callable[..., object]]:
         torch.ops.aten.index_put.default: index_put_with_masks,
         torch.ops.aten._unique2.default: unique_sorted,
         torch.ops.aten.repeat_interleave.Tensor: repeat_interleave_counts,
+        torch.ops.aten.unique_dim.default: unique_slices,
+        torch.ops.aten.bincount.default: bincount,
     }
 
 

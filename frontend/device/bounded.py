@@ -31,6 +31,8 @@ import numpy as np
 import torch
 
 from neuron_mlir.frontend.data_dependent import (
+    bin_counts,
+    bins_total,
     coordinates,
     nonzero_mask,
     padded_flat_positions,
@@ -283,7 +285,7 @@ def _bins_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 def _bins_count(values: torch.Tensor) -> tuple[torch.Tensor]:
     # the largest value and one, or -1 for a negative value (PyTorch's error)
-    return (torch.where((values < 0).any(), -1, values.max().to(torch.int64) + 1),)
+    return (bins_total(values),)
 
 
 def _bins_size(count: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
@@ -295,19 +297,6 @@ def _bins_size(count: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int
 def _bins_at(args: tuple[Any, ...], kwargs: dict[str, Any], bucket: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
     weights = args[1] if len(args) > 1 else kwargs.get("weights")
     return (args[0], weights, bucket), {}
-
-
-def bin_counts(values: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> torch.Tensor:
-    """`bincount(values, weights, minlength)` traced with every value below `minlength`: each value's count (or
-    the sum of its weights), a scatter-add into `minlength` bins. Float32 weights give float32 sums, others the
-    float64 the CPU gives (which the core does not hold: such calls run on the host)."""
-    if weights is None:
-        added, dtype = torch.ones(values.shape, dtype=torch.int64, device=values.device), torch.int64
-    else:
-        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
-        added = weights.to(dtype)
-    bins = torch.zeros(minlength, dtype=dtype, device=values.device)
-    return torch.index_put(bins, (values.to(torch.int64),), added, accumulate=True)
 
 
 # Ops whose result's size no operand's size bounds: `repeat_interleave` by a tensor of repeats (the repeats' sum,
