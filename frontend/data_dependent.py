@@ -8,9 +8,10 @@ write a slot past the end that is cut off), plus the count as a 0-d tensor. The 
 (`aten._local_scalar_dense`, an unbacked size `u0` in the graph) and the buffer's valid prefix taken as a view
 (`aten.slice`), so the graph continues with the result's exact size. `host_nodes` finds these reads and cuts
 (and the arithmetic on their sizes) for `frontend.compile_graph`, which runs them on the host and compiles what
-follows once per value of the count it meets. `repeat_interleave` with tensor repeats has no bound in its input's
-sizes: the host reads its size (the repeats' sum) first, and each output position then finds its index among the
-running sums.
+follows once per value of the count it meets. `unique` along a dimension compares every pair of slices at
+once. `repeat_interleave` with tensor repeats and `bincount` have no bound in their inputs' sizes: the host reads
+the size first (the repeats' sum; the largest value and one), then each output position finds its index among the
+repeats' running sums, and each value adds into its bin.
 
 `tensor_split` by a tensor of sections or indices is the other kind: its number of results depends on the values,
 which Dynamo reads while it traces, guarding on them; `specialise_split_points` writes them into the graph as
