@@ -329,7 +329,7 @@ def _count(facts: _OpFacts, kernel: bounded.CountFirst, counted: torch.Tensor) -
     if isinstance(entry, _Refusal):
         _refused(facts.name, entry.reason)
         return None
-    return _counted_run(entry, facts.name, [counted])[1]
+    return _counted_run(entry, facts.name, [counted], call=False)[1]
 
 
 def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
@@ -810,15 +810,16 @@ def _run_bounded(
     return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
 
 
-def _counted_run(program: _Program, name: str, flat: list[Any]) -> tuple[list[np.ndarray], int]:
+def _counted_run(program: _Program, name: str, flat: list[Any], call: bool = True) -> tuple[list[np.ndarray], int]:
     """A run of a program whose last output is a count (`bounded`): its outputs, and the count read by the host
-    once the program has run (a synchronisation, as the count's `.item()` would be)."""
+    once the program has run (a synchronisation, as the count's `.item()` would be). `call=False`: the run is part
+    of a call that another program's run counts (`_count_first`), so its time alone goes to the op's line."""
     storage.observe()  # recorded ops run first: they may write this op's operands
     outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
-    sources.record(name, simulated_ns)
+    sources.record(name, simulated_ns, call=call)
     return outputs, int(np.asarray(outputs[-1]).reshape(()))
 
 

@@ -294,9 +294,9 @@ def test_output_size_needs_no_count(compiled, monkeypatch):
     reads: list[str] = []
     counted_run = compiled._counted_run
 
-    def counted(program, name, flat):
+    def counted(program, name, flat, call=True):
         reads.append(name)
-        return counted_run(program, name, flat)
+        return counted_run(program, name, flat, call)
 
     monkeypatch.setattr(compiled, "_counted_run", counted)
     repeats = torch.tensor([1, 3, 0, 2])
@@ -306,6 +306,21 @@ def test_output_size_needs_no_count(compiled, monkeypatch):
     assert compiled.EAGER_STATS.compiled_signatures == 1
     torch.repeat_interleave(repeats.to("neuron"))  # without it, the count program runs first: one read
     assert reads == ["aten.repeat_interleave.Tensor"]
+
+
+def test_a_call_counted_first_is_one_call_with_both_programs_time(compiled, monkeypatch):
+    from neuron_mlir.frontend.device import sources
+
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "0")  # each program's time on the op's line as it runs
+    repeats = torch.tensor([3, 0, 5]).to("neuron")  # a sum of 8, a bucket: no cut, whose copy is timed apart
+    torch.repeat_interleave(repeats)
+    sources.reset()
+    stream = torch.get_device_module("neuron").current_stream()
+    before = stream.simulated_ns
+    torch.repeat_interleave(repeats)
+    [(key, entry)] = [(key, entry) for key, entry in sources.EAGER_TIMES.items() if "repeat_interleave" in key[0]]
+    assert (entry.calls, entry.host_calls) == (1, 0), key
+    assert entry.simulated_ns == pytest.approx(stream.simulated_ns - before)  # the count's and the indices'
 
 
 def _route(x, gate, experts):
