@@ -5,9 +5,10 @@
 Per size (n repeats of 0 to 3 over rows of d float32 features, `torch.repeat_interleave(x, repeats, dim=0)` on
 device tensors, each op its own program: `NEURON_MLIR_DEFER=0`), the simulated time of a warm call without
 `output_size=` (the count program, the host's read of its result, the indices at the size's bucket, the
-`index_select`) against the baseline in the same run, the same call given `output_size=` (no count); then the
-indices' program by each of its two forms, searching the running sums and scattering them, forced for every size.
-Simulated times come from the cost model: deterministic, whatever the machine's load.
+`index_select`) against the baseline in the same run, the same call given `output_size=` (no count); the same
+two inside a step of deferred regions (`x * 2` before, a column sum after: the count program joins the region
+before it); then the indices' program by each of its two forms, searching the running sums and scattering them,
+forced for every size. Simulated times come from the cost model: deterministic, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ sys.path.insert(0, str(REPO))
 
 
 def _simulated_us(call: Callable[[], object]) -> float:
-    """The simulated time of a warm call: its second run, read off the stream's clock."""
-    stream = torch.get_device_module("neuron").current_stream()
-    call()
+    """The simulated time of a warm call: its second run, read off the stream's clock once its deferred region
+    has run (its results kept: a region computes no result that died before it ran)."""
+    neuron = torch.get_device_module("neuron")
+    stream = neuron.current_stream()
+    kept = [call()]
+    neuron.synchronize()
     before = stream.simulated_ns
-    call()
+    kept.append(call())
+    neuron.synchronize()
     return (stream.simulated_ns - before) / 1000
 
 
@@ -54,6 +59,14 @@ def measure(n: int, d: int) -> dict[str, float]:
     row["counted us"] = _simulated_us(lambda: torch.repeat_interleave(x, repeats, dim=0))
     row["count program us"] = _program_us("repeat_interleave_count")
     row["given us"] = _simulated_us(lambda: torch.repeat_interleave(x, repeats, dim=0, output_size=total))
+    os.environ["NEURON_MLIR_DEFER"] = "1"
+    try:
+        row["step counted us"] = _simulated_us(lambda: torch.repeat_interleave(x * 2, repeats, dim=0).sum(0))
+        row["step given us"] = _simulated_us(
+            lambda: torch.repeat_interleave(x * 2, repeats, dim=0, output_size=total).sum(0)
+        )
+    finally:
+        os.environ["NEURON_MLIR_DEFER"] = "0"
     searched = data_dependent._SEARCHED_PAIRS
     try:
         for form, pairs in (("searched", sys.maxsize), ("scattered", 0)):
@@ -74,14 +87,15 @@ def main() -> None:
     parser.add_argument("--output", default="-", help="a Markdown file for the table, or - for stdout")
     options = parser.parse_args()
     header = "| n x d | sum | counted call us | count program us | output_size= call us | counted / given |"
-    header += " indices searched us | indices scattered us |"
-    lines = [header, "|" + "---|" * 8]
+    header += " step, counted us | step, given us | indices searched us | indices scattered us |"
+    lines = [header, "|" + "---|" * 10]
     for size in options.sizes.split(","):
         n, d = (int(part) for part in size.split("x"))
         row = measure(n, d)
         lines.append(
             f"| {n} x {d} | {row['sum']:.0f} | {row['counted us']:.1f} | {row['count program us']:.1f} | "
             f"{row['given us']:.1f} | {row['counted us'] / row['given us']:.2f} | "
+            f"{row['step counted us']:.1f} | {row['step given us']:.1f} | "
             f"{row['indices searched us']:.1f} | {row['indices scattered us']:.1f} |"
         )
     table = "\n".join(lines) + "\n"

@@ -231,14 +231,10 @@ class CountFirst:
     runs: Callable[[tuple[Any, ...], dict[str, Any]], bool]
     given: Callable[[tuple[Any, ...], dict[str, Any]], int | None]
     counted: Callable[[tuple[Any, ...], dict[str, Any]], torch.Tensor]
-    count: Callable[[torch.Tensor], tuple[torch.Tensor]]
+    count: Callable[[torch.Tensor], torch.Tensor]
     size: Callable[[int, tuple[Any, ...], dict[str, Any]], int]
     at: Callable[[tuple[Any, ...], dict[str, Any], int], tuple[tuple[Any, ...], dict[str, Any]]]
     traced: Callable[..., torch.Tensor]
-
-    def count_kernel(self) -> BoundedKernel:
-        """The count program as a bounded op's: its one output is the count."""
-        return BoundedKernel(self.count, lambda *_: [])
 
 
 def _repeats_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -283,11 +279,6 @@ def _bins_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     )
 
 
-def _bins_count(values: torch.Tensor) -> tuple[torch.Tensor]:
-    # the largest value and one, or -1 for a negative value (PyTorch's error)
-    return (bins_total(values),)
-
-
 def _bins_size(count: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     if count < 0:
         raise RuntimeError(_NON_NEGATIVE)
@@ -307,7 +298,7 @@ COUNT_FIRST_OPS: dict[Any, CountFirst] = {
         runs=_repeats_run,
         given=lambda _, kwargs: kwargs.get("output_size"),
         counted=lambda args, _: args[0],
-        count=lambda repeats: (repeats_total(repeats),),
+        count=repeats_total,
         size=_repeats_size,
         at=lambda args, _, bucket: ((args[0],), {"output_size": bucket}),
         traced=repeat_indices,
@@ -316,7 +307,7 @@ COUNT_FIRST_OPS: dict[Any, CountFirst] = {
         runs=_bins_run,
         given=lambda *_: None,
         counted=lambda args, _: args[0],
-        count=_bins_count,
+        count=bins_total,
         size=_bins_size,
         at=_bins_at,
         traced=bin_counts,

@@ -323,13 +323,28 @@ def _count(facts: _OpFacts, kernel: bounded.CountFirst, counted: torch.Tensor) -
     entry = _programs.get(key)
     if entry is None:
         kind = "eager_" + str(facts.op).removeprefix("aten.").split(".")[0] + "_count"
-        entry = _programs[key] = _compile(facts.op, (counted,), {}, [counted], kernel.count_kernel(), kind)
+        entry = _programs[key] = _compile(facts.op, (counted,), {}, [counted], kind=kind, traced=kernel.count)
         if isinstance(entry, _Refusal):
             EAGER_STATS.refused_signatures += 1
     if isinstance(entry, _Refusal):
         _refused(facts.name, entry.reason)
         return None
-    return _counted_run(entry, facts.name, [counted], call=False)[1]
+    # an op of the pending region like any other (its program then computes the count with the ops before it),
+    # read as `.item()` reads: the region runs, and the host reads the one value
+    result = _run_program(entry, _count_facts(facts), (counted,), {}, [counted])
+    return int(result.item())
+
+
+_counts_facts: dict[int, _OpFacts] = {}
+
+
+def _count_facts(facts: _OpFacts) -> _OpFacts:
+    """The facts of a count-first op's count program, an op of one fresh result named after the op's
+    (`aten.bincount.default (count)`): its calls and time are reported apart from the op's own program's."""
+    found = _counts_facts.get(id(facts.op))
+    if found is None:
+        found = _counts_facts[id(facts.op)] = _OpFacts(facts.name + " (count)", [None], facts.op)
+    return found
 
 
 def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
@@ -543,9 +558,10 @@ def _compile(
     flat: list[Any],
     kernel: bounded.BoundedKernel | None = None,
     kind: str | None = None,
+    traced: Callable[..., Any] | None = None,
 ) -> _Program | _Refusal:
-    """The program of a call (`kernel`: of a data-dependent op, `bounded`), named after `kind` (by default the
-    op's name), or why there is none."""
+    """The program of a call (`kernel`: of a data-dependent op, `bounded`; `traced`: a function traced in the op's
+    place, of the op's returns), named after `kind` (by default the op's name), or why there is none."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
@@ -577,7 +593,7 @@ def _compile(
         call_args, call_kwargs = tree_unflatten(values, spec)
         if kernel is not None:
             return kernel.padded(*call_args, **call_kwargs)
-        result = _TRACED_AS.get(op, op)(*call_args, **call_kwargs)
+        result = (traced or _TRACED_AS.get(op, op))(*call_args, **call_kwargs)
         returns = len(op._schema.returns)
         # ops that only write their arguments return nothing (`_foreach_add_`)
         results = [result] if returns == 1 else list(result) if returns else []
@@ -810,16 +826,15 @@ def _run_bounded(
     return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
 
 
-def _counted_run(program: _Program, name: str, flat: list[Any], call: bool = True) -> tuple[list[np.ndarray], int]:
+def _counted_run(program: _Program, name: str, flat: list[Any]) -> tuple[list[np.ndarray], int]:
     """A run of a program whose last output is a count (`bounded`): its outputs, and the count read by the host
-    once the program has run (a synchronisation, as the count's `.item()` would be). `call=False`: the run is part
-    of a call that another program's run counts (`_count_first`), so its time alone goes to the op's line."""
+    once the program has run (a synchronisation, as the count's `.item()` would be)."""
     storage.observe()  # recorded ops run first: they may write this op's operands
     outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
-    sources.record(name, simulated_ns, call=call)
+    sources.record(name, simulated_ns)
     return outputs, int(np.asarray(outputs[-1]).reshape(()))
 
 

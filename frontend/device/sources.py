@@ -131,17 +131,14 @@ _engine_code: CodeType | None = None
 _lines: dict[tuple[CodeType, int], str] = {}
 
 
-def record(
-    op_name: str, simulated_ns: float, on_host: bool = False, line: str | None = None, call: bool = True
-) -> None:
+def record(op_name: str, simulated_ns: float, on_host: bool = False, line: str | None = None) -> None:
     """Count one call of `op_name` from the user's current line (`line`, when the caller found it already), with
-    its simulated device time; `call=False`: the time of a further program of a call counted already (the count
-    program of a count-first op)."""
+    its simulated device time."""
     key = (op_name, user_line() if line is None else line)
     entry = EAGER_TIMES.get(key)
     if entry is None:
         entry = EAGER_TIMES[key] = EagerTime()
-    entry.calls += call
+    entry.calls += 1
     entry.simulated_ns += simulated_ns
     entry.host_calls += on_host
 
