@@ -822,20 +822,14 @@ def _run_bounded(
     """A data-dependent op's run (`bounded`): the program's outputs at their bound, the count read by the host
     once the program has run (a synchronisation, as the count's `.item()` would be), the results cut to it."""
     assert program.bounded is not None
-    outputs, count = _counted_run(program, facts.name, flat)
-    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
-
-
-def _counted_run(program: _Program, name: str, flat: list[Any]) -> tuple[list[np.ndarray], int]:
-    """A run of a program whose last output is a count (`bounded`): its outputs, and the count read by the host
-    once the program has run (a synchronisation, as the count's `.item()` would be)."""
     storage.observe()  # recorded ops run first: they may write this op's operands
     outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
-    sources.record(name, simulated_ns)
-    return outputs, int(np.asarray(outputs[-1]).reshape(()))
+    sources.record(facts.name, simulated_ns)
+    count = int(np.asarray(outputs[-1]).reshape(()))
+    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
 
 
 def _fresh_results(facts: _OpFacts, values: list[np.ndarray]) -> Any:
