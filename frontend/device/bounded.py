@@ -1,9 +1,9 @@
 """Eager ops whose result size depends on their values: a program of the bound's size, then a cut to the count.
 
 Input contract: a call of one of the ops of `BOUNDED_OPS` (`nonzero`, `masked_select`, `_unique2`, `_unique`,
-`unique_dim`, `unique_consecutive`), or of `index.Tensor` whose one index is a boolean mask after full slices (`x[mask]`,
-`x[:, mask]`), on device tensors, as the dispatcher passes it to `frontend.device.eager` (`kernel_for`); or of
-one of `COUNT_FIRST_OPS` (`repeat_interleave.Tensor`, `bincount`).
+`unique_dim`, `unique_consecutive`), or of `index.Tensor` whose one index is a boolean mask after full slices
+(`x[mask]`, `x[:, mask]`), on device tensors, as the dispatcher passes it to `frontend.device.eager`
+(`kernel_for`); or of one of `COUNT_FIRST_OPS` (`repeat_interleave.Tensor`, `bincount`).
 
 Output guarantee: results equal to the CPU's, element for element and in the same order, as device tensors of
 their exact sizes.

@@ -655,7 +655,6 @@ def _compile(
         graph_module=graph_module,
         results=_traced_results(graph_module),
         deferrable=isinstance(compiled, CompiledGraph)
-        and kernel is None
         and not compiled._seeded
         and not compiled.signature.guards
         and not compiled.signature.assertions
@@ -822,14 +821,45 @@ def _run_bounded(
     """A data-dependent op's run (`bounded`): the program's outputs at their bound, the count read by the host
     once the program has run (a synchronisation, as the count's `.item()` would be), the results cut to it."""
     assert program.bounded is not None
-    storage.observe()  # recorded ops run first: they may write this op's operands
-    outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
-    profile = getattr(program.compiled, "last_profile", None)
-    simulated_ns = float(profile.total_ns) if profile is not None else 0.0
-    streams.current_stream().add_run(simulated_ns)
-    sources.record(facts.name, simulated_ns)
-    count = int(np.asarray(outputs[-1]).reshape(()))
-    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
+    if program.deferrable and region.enabled():
+        # an op of the pending region like any other: its program computes the results at their bound and the
+        # count with the ops before it; the count's read runs the region, and the host cuts the results
+        padded = _run_program(program, _bounded_facts(facts, program), args, kwargs, flat)
+        if isinstance(padded, torch.Tensor):
+            padded = (padded,)  # the count alone (a 0-d tensor's nonzero)
+        count = int(padded[-1].item())
+        outputs = [_array_of(tensor) for tensor in padded[:-1]]
+    else:
+        storage.observe()  # recorded ops run first: they may write this op's operands
+        outputs = _simulate(
+            program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else []
+        )
+        profile = getattr(program.compiled, "last_profile", None)
+        simulated_ns = float(profile.total_ns) if profile is not None else 0.0
+        streams.current_stream().add_run(simulated_ns)
+        sources.record(facts.name, simulated_ns)
+        count = int(np.asarray(outputs[-1]).reshape(()))
+        outputs = outputs[:-1]
+    return _fresh_results(facts, program.bounded.cut(outputs, count, args, kwargs))
+
+
+_padded_facts: dict[tuple[int, int], _OpFacts] = {}
+
+
+def _bounded_facts(facts: _OpFacts, program: _Program) -> _OpFacts:
+    """The facts of a data-dependent op's program as an op of its own: as many fresh results as the program has
+    outputs (the results at their bound, the count), under the op's name."""
+    outputs = len(program.results or ())
+    found = _padded_facts.get((id(facts.op), outputs))
+    if found is None:
+        found = _padded_facts[(id(facts.op), outputs)] = _OpFacts(facts.name, [None] * outputs, facts.op)
+    return found
+
+
+def _array_of(tensor: torch.Tensor) -> np.ndarray:
+    """A device tensor's values, which no op is pending on, as an array."""
+    array = storage.dense_array(tensor)
+    return array if array is not None else to_numpy(storage.host_alias(tensor))
 
 
 def _fresh_results(facts: _OpFacts, values: list[np.ndarray]) -> Any:

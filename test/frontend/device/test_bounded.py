@@ -146,6 +146,22 @@ def test_unique_slices_holding_nans_are_distinct_in_the_cpus_order(compiled):
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
+def test_a_data_dependent_op_joins_the_pending_region(compiled, monkeypatch):
+    # the ops before it and its program at the bound run as one region, whose run the count's read makes
+    from neuron_mlir.frontend.device import region
+
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "1")
+    x = torch.tensor([[0.5, -1.0, 3.0], [2.0, 0.0, -4.0]])
+    region.flush()
+    for _ in range(2):  # the second call's region is compiled already
+        before = dict(region.REGION_STATS)
+        actual = torch.nonzero(x.to("neuron") * 2 > 0)
+        ran = {key: region.REGION_STATS[key] - before[key] for key in ("regions_run", "region_ops")}
+        assert ran == {"regions_run": 1, "region_ops": 3}, ran  # the product, the comparison, the nonzero
+        _assert_same(actual, torch.nonzero(x * 2 > 0), "nonzero of a pending comparison")
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
 def test_one_program_serves_every_count(compiled):
     # the program's shapes are the bound's: another number of true elements reuses it
     results = [torch.nonzero(torch.tensor([[0.0, 1.0], [0.0, 0.0]]).fill_(v).to("neuron")) for v in (0.0, 1.0)]
