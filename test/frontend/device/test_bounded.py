@@ -36,6 +36,12 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
     "nonzero": (torch.nonzero, (_VALUES,)),
     "nonzero of nothing nonzero": (torch.nonzero, (torch.zeros(2, 3),)),
     "nonzero of a 0-d tensor": (torch.nonzero, (torch.tensor(2.0),)),
+    # past 256 elements the padded positions are scattered rather than searched
+    "nonzero of a mask past the searched sizes": (torch.nonzero, (torch.arange(400).reshape(20, 20) % 7 == 3,)),
+    "masked_select past the searched sizes": (
+        torch.masked_select,
+        (torch.arange(300.0).reshape(3, 100), torch.arange(300).reshape(3, 100) % 3 == 0),
+    ),
     "argwhere of integers": (torch.argwhere, (torch.tensor([[0, 4], [7, 0], [0, 0]]),)),
     "masked_select": (torch.masked_select, (_VALUES, _VALUES > 0)),
     "masked_select, every element": (torch.masked_select, (_VALUES, torch.ones(3, 4, dtype=torch.bool))),
