@@ -821,7 +821,7 @@ def _run_bounded(
     """A data-dependent op's run (`bounded`): the program's outputs at their bound, the count read by the host
     once the program has run (a synchronisation, as the count's `.item()` would be), the results cut to it."""
     assert program.bounded is not None
-    if program.deferrable and region.enabled():
+    if program.deferrable and program.results is not None and region.enabled():
         # an op of the pending region like any other: its program computes the results at their bound and the
         # count with the ops before it; the count's read runs the region, and the host cuts the results
         padded = _run_program(program, _bounded_facts(facts, program), args, kwargs, flat)
