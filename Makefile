@@ -68,6 +68,8 @@ bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, auto_c
 	$(PY) bench/bench_device.py
 	@echo
 	$(PY) bench/bench_dynamic_shapes.py
+	@echo
+	$(PY) bench/bench_data_dependent.py
 
 # One model at a time: each takes minutes and several GiB on the simulator. The tests run each case in a fresh
 # process of their own (so no xdist worker is needed) and end with each case's peak resident memory.

@@ -494,8 +494,11 @@ def _structured_call(
             args = _numbers_as_tensors(args, tensor_arguments)
             break
     flat = _eager._leaves(args, kwargs)
-    # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides: its results are
-    # always fresh and contiguous
+    # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides or sizes: its results
+    # are always fresh and contiguous, and a call the device has no padded form for (a mask beside other indices)
+    # is refused by its trace, not raised by the meta kernel
+    if _eager.bounded_kernel(op, args) is None and _masks_an_index(op, args):
+        return _eager.run(op, args, kwargs)
     for value in () if _eager.bounded_kernel(op, args) is not None else flat:
         if isinstance(value, torch.Tensor) and not value.is_contiguous():
             if not _contiguous_results(op, args, kwargs, flat):
@@ -513,6 +516,13 @@ def _structured_call(
 
 # a tuple of types, not a union: `int | float | complex` in a call makes a union object on every evaluation
 _NUMBERS = (int, float, complex)
+
+
+def _masks_an_index(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> bool:
+    """Whether a call indexes by a boolean mask (`index.Tensor`): its result's size depends on the mask's values."""
+    if op is not torch.ops.aten.index.Tensor or len(args) < 2:
+        return False
+    return any(isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8) for index in args[1])
 
 
 def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> tuple[Any, ...]:

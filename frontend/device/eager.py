@@ -195,7 +195,10 @@ def _run(
     otherwise: Callable[[], Any] | None,
     validate: Callable[[], None] | None = None,
     flat: list[Any] | None = None,
+    count_first: bool = True,
 ) -> Any:
+    """`count_first=False`: a call of one of `bounded.COUNT_FIRST_OPS` at its size's bucket (`_count_first`),
+    which runs as a plain op."""
     if flat is None:
         flat = _leaves(args, kwargs)
     facts = _facts(op)
@@ -208,7 +211,11 @@ def _run(
     kernel = None
     if id(op) in _MAY_BE_BOUNDED:
         dispatch.check_same_device(op, flat)
-        kernel = bounded.kernel_for(op, args)
+        counted = bounded.COUNT_FIRST_OPS.get(op)
+        if counted is None:
+            kernel = bounded.kernel_for(op, args)
+        elif count_first:
+            return _count_first(facts, counted, args, kwargs, flat)
     if kernel is not None:
         # `otherwise` (an op's composite steps) would size its results by the meta kernel, which has no size to give
         otherwise = None
@@ -273,7 +280,71 @@ def _random_from(
 
 # ids of the ops `bounded.kernel_for` may serve: looked up on every call, where an OpOverload's own hash is a
 # Python call
-_MAY_BE_BOUNDED = frozenset(id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor))
+_MAY_BE_BOUNDED = frozenset(
+    id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor, *bounded.COUNT_FIRST_OPS)
+)
+
+
+def _count_first(
+    facts: _OpFacts, kernel: bounded.CountFirst, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> Any:
+    """A call of one of `bounded.COUNT_FIRST_OPS`: its size is the one the call gives, else the count program's
+    result, read by the host; the result is computed at the size's bucket (`bounded.size_bucket`: one program
+    serves every size up to it) and cut."""
+    op = facts.op
+    if not kernel.runs(args, kwargs):  # the CPU's kernel raises PyTorch's error for these (dtype, rank, sizes)
+        EAGER_STATS.host_ops[facts.name] += 1
+        sources.record(facts.name, 0.0, on_host=True)
+        return dispatch.run_on_host(op, args, kwargs)
+    if bounded.has_no_elements(flat):
+        EAGER_STATS.native_ops[facts.name] += 1  # nothing to compute: the result's size alone
+        return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
+    size = kernel.given(args, kwargs)
+    if size is None:
+        count = _count(facts, kernel, kernel.counted(args, kwargs))
+        if count is None:  # the count program is refused: the op runs on the host, warned as any refusal
+            EAGER_STATS.host_ops[facts.name] += 1
+            sources.record(facts.name, 0.0, on_host=True)
+            return dispatch.run_on_host(op, args, kwargs)
+        size = kernel.size(count, args, kwargs)
+    if size == 0:
+        EAGER_STATS.native_ops[facts.name] += 1
+        return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
+    bucket = bounded.size_bucket(size)
+    at_args, at_kwargs = kernel.at(args, kwargs, bucket)
+    result = _run(op, at_args, at_kwargs, None, count_first=False)
+    return result if bucket == size else result[:size].clone()
+
+
+def _count(facts: _OpFacts, kernel: bounded.CountFirst, counted: torch.Tensor) -> int | None:
+    """The count of a count-first call, from the count program run on the device and read by the host; None
+    when the compiler refuses the program."""
+    key = (kernel, counted.shape, counted.dtype)
+    entry = _programs.get(key)
+    if entry is None:
+        kind = "eager_" + str(facts.op).removeprefix("aten.").split(".")[0] + "_count"
+        entry = _programs[key] = _compile(facts.op, (counted,), {}, [counted], kind=kind, traced=kernel.count)
+        if isinstance(entry, _Refusal):
+            EAGER_STATS.refused_signatures += 1
+    if isinstance(entry, _Refusal):
+        _refused(facts.name, entry.reason)
+        return None
+    # an op of the pending region like any other (its program then computes the count with the ops before it),
+    # read as `.item()` reads: the region runs, and the host reads the one value
+    result = _run_program(entry, _count_facts(facts), (counted,), {}, [counted])
+    return int(result.item())
+
+
+_counts_facts: dict[int, _OpFacts] = {}
+
+
+def _count_facts(facts: _OpFacts) -> _OpFacts:
+    """The facts of a count-first op's count program, an op of one fresh result named after the op's
+    (`aten.bincount.default (count)`): its calls and time are reported apart from the op's own program's."""
+    found = _counts_facts.get(id(facts.op))
+    if found is None:
+        found = _counts_facts[id(facts.op)] = _OpFacts(facts.name + " (count)", [None], facts.op)
+    return found
 
 
 def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
@@ -290,13 +361,15 @@ def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
 
 
 # Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
-# Python keyword), so the draw it stands for is traced instead; `linalg_matrix_rank` (`_matrix_rank`).
+# Python keyword), so the draw it stands for is traced instead; `linalg_matrix_rank` (`_matrix_rank`);
+# the ops of `bounded.COUNT_FIRST_OPS` at a known size (`_count_first`), whose meta kernels have no size to give.
 _TRACED_AS: dict[Any, Callable[..., Any]] = {
     getattr(torch.ops.aten.random_, "from"): _random_from,
     torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor: _matrix_rank(
         torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor
     ),
     torch.ops.aten.linalg_matrix_rank.atol_rtol_float: _matrix_rank(torch.ops.aten.linalg_matrix_rank.atol_rtol_float),
+    **{op: kernel.traced for op, kernel in bounded.COUNT_FIRST_OPS.items()},
 }
 
 
@@ -484,7 +557,11 @@ def _compile(
     kwargs: dict[str, Any],
     flat: list[Any],
     kernel: bounded.BoundedKernel | None = None,
+    kind: str | None = None,
+    traced: Callable[..., Any] | None = None,
 ) -> _Program | _Refusal:
+    """The program of a call (`kernel`: of a data-dependent op, `bounded`; `traced`: a function traced in the op's
+    place, of the op's returns), named after `kind` (by default the op's name), or why there is none."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
@@ -516,7 +593,7 @@ def _compile(
         call_args, call_kwargs = tree_unflatten(values, spec)
         if kernel is not None:
             return kernel.padded(*call_args, **call_kwargs)
-        result = _TRACED_AS.get(op, op)(*call_args, **call_kwargs)
+        result = (traced or _TRACED_AS.get(op, op))(*call_args, **call_kwargs)
         returns = len(op._schema.returns)
         # ops that only write their arguments return nothing (`_foreach_add_`)
         results = [result] if returns == 1 else list(result) if returns else []
@@ -555,7 +632,7 @@ def _compile(
     if any(not isinstance(o, torch.fx.Node) for o in _graph_outputs(graph_module)):
         return _Refusal(f"{op} returns values that are not tensors")
     options = CompileOptions.from_user({"strict": True, "progress": False})
-    kind = "eager_" + str(op).removeprefix("aten.").replace(".", "_")
+    kind = kind or "eager_" + str(op).removeprefix("aten.").replace(".", "_")
     try:
         compiled = compile_graph(graph_module, examples, options, kind)
     except NeuronCompileError as error:
@@ -578,7 +655,6 @@ def _compile(
         graph_module=graph_module,
         results=_traced_results(graph_module),
         deferrable=isinstance(compiled, CompiledGraph)
-        and kernel is None
         and not compiled._seeded
         and not compiled.signature.guards
         and not compiled.signature.assertions
@@ -745,14 +821,45 @@ def _run_bounded(
     """A data-dependent op's run (`bounded`): the program's outputs at their bound, the count read by the host
     once the program has run (a synchronisation, as the count's `.item()` would be), the results cut to it."""
     assert program.bounded is not None
-    storage.observe()  # recorded ops run first: they may write this op's operands
-    outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
-    profile = getattr(program.compiled, "last_profile", None)
-    simulated_ns = float(profile.total_ns) if profile is not None else 0.0
-    streams.current_stream().add_run(simulated_ns)
-    sources.record(facts.name, simulated_ns)
-    count = int(np.asarray(outputs[-1]).reshape(()))
-    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
+    if program.deferrable and program.results is not None and region.enabled():
+        # an op of the pending region like any other: its program computes the results at their bound and the
+        # count with the ops before it; the count's read runs the region, and the host cuts the results
+        padded = _run_program(program, _bounded_facts(facts, program), args, kwargs, flat)
+        if isinstance(padded, torch.Tensor):
+            padded = (padded,)  # the count alone (a 0-d tensor's nonzero)
+        count = int(padded[-1].item())
+        outputs = [_array_of(tensor) for tensor in padded[:-1]]
+    else:
+        storage.observe()  # recorded ops run first: they may write this op's operands
+        outputs = _simulate(
+            program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else []
+        )
+        profile = getattr(program.compiled, "last_profile", None)
+        simulated_ns = float(profile.total_ns) if profile is not None else 0.0
+        streams.current_stream().add_run(simulated_ns)
+        sources.record(facts.name, simulated_ns)
+        count = int(np.asarray(outputs[-1]).reshape(()))
+        outputs = outputs[:-1]
+    return _fresh_results(facts, program.bounded.cut(outputs, count, args, kwargs))
+
+
+_padded_facts: dict[tuple[int, int], _OpFacts] = {}
+
+
+def _bounded_facts(facts: _OpFacts, program: _Program) -> _OpFacts:
+    """The facts of a data-dependent op's program as an op of its own: as many fresh results as the program has
+    outputs (the results at their bound, the count), under the op's name."""
+    outputs = len(program.results or ())
+    found = _padded_facts.get((id(facts.op), outputs))
+    if found is None:
+        found = _padded_facts[(id(facts.op), outputs)] = _OpFacts(facts.name, [None] * outputs, facts.op)
+    return found
+
+
+def _array_of(tensor: torch.Tensor) -> np.ndarray:
+    """A device tensor's values, which no op is pending on, as an array."""
+    array = storage.dense_array(tensor)
+    return array if array is not None else to_numpy(storage.host_alias(tensor))
 
 
 def _fresh_results(facts: _OpFacts, values: list[np.ndarray]) -> Any:

@@ -55,6 +55,30 @@ def test_unique_with_inverse_and_counts():
     _check(distinct, torch.randint(0, 6, (3, 4)).float())
 
 
+def test_unique_rows_with_inverse_and_counts():
+    def distinct_rows(x):
+        rows, inverse, counts = torch.unique(x, dim=0, return_inverse=True, return_counts=True)
+        return rows * 2, inverse, counts, torch.unique(x, dim=1)
+
+    torch.manual_seed(5)
+    _check(distinct_rows, torch.randint(0, 2, (9, 3)))
+
+
+def test_bincount_reads_its_size_first():
+    def histogram(values, weights):
+        return torch.bincount(values) + 1, torch.bincount(values, weights, minlength=9) * 2
+
+    compiled = _compiled(histogram)
+    weights = torch.linspace(-1.0, 1.0, 6)
+    for values in ([1, 4, 4, 0, 2, 4], [0, 0, 0, 0, 0, 0], [3, 1, 4, 1, 5, 9]):
+        counted = torch.tensor(values)
+        assert_close_to_torch(compiled(counted, weights), histogram(counted, weights), f"histogram({values})")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    # a negative value makes the size read -1: the graph's check of it fails, as eager refuses the value
+    with pytest.raises(RuntimeError, match=r"assertion failed for expression u\d+ >= 0"):
+        compiled(torch.tensor([1, -2, 0, 0, 0, 0]), weights)
+
+
 def test_item_sizes_a_tensor():
     def ramp(x):
         count = (x > 0).sum().item()

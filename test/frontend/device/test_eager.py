@@ -71,13 +71,26 @@ def test_strict_mode_makes_a_refusal_an_error(compiled, monkeypatch):
         x + 1
 
 
-def test_an_unbounded_data_dependent_shape_is_a_refusal_saying_so(compiled):
-    # the result's length is the sum of the repeats: no bound from the operands' sizes, so no program
+def test_a_data_dependent_shape_without_a_device_form_is_a_refusal_saying_so(compiled):
+    # a mask beside another index tensor broadcasts its true positions against that index: no padded form, so the
+    # trace meets a size it cannot know and says so (the meta kernel's refusal is not the user's error)
+    x, rows, mask = torch.arange(24.0).reshape(2, 3, 4), torch.tensor([1, 0]), torch.tensor([True, False, True])
+    with pytest.warns(UserWarning, match=r"aten\.index\.Tensor: its output's shape depends on its values"):
+        result = x.to("neuron")[rows.to("neuron"), mask.to("neuron")]
+    assert torch.equal(result.cpu(), x[rows, mask])
+    assert compiled.EAGER_STATS.host_ops["aten.index.Tensor"] == 1
+
+
+def test_repeat_interleave_by_tensor_repeats_counts_first_on_the_device(compiled):
+    # the result's length is the sum of the repeats, no bound from the operands' sizes: the device computes the
+    # sum, the host reads it, and a program of that size's bucket computes the result
     x, repeats = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1, 0, 2])
-    with pytest.warns(UserWarning, match=r"aten\.repeat_interleave\.Tensor: its output's shape depends on its values"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         result = torch.repeat_interleave(x.to("neuron"), repeats.to("neuron"))
     assert torch.equal(result.cpu(), torch.repeat_interleave(x, repeats))
-    assert compiled.EAGER_STATS.host_ops["aten.repeat_interleave.Tensor"] == 1
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert compiled.EAGER_STATS.native_ops["aten.repeat_interleave.Tensor"] == 1
 
 
 def test_fractional_max_pooling_runs_natively_with_the_cpus_windows(compiled):
