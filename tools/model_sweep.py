@@ -49,6 +49,7 @@ import copy
 import datetime
 import fnmatch
 import hashlib
+import importlib.util
 import inspect
 import json
 import math
@@ -101,6 +102,9 @@ MEL_BINS = 16
 AUDIO_POSITIONS = 16  # encoder positions of audio models: Whisper-like models take twice as many frames
 AUDIO_SAMPLES = 1600  # raw waveform samples (wav2vec2's feature encoder strides by 320)
 MAX_POSITIONS = 512
+FRAMES = 4  # a video's frames
+CONTEXT = 64  # a time series' past values
+NORM_GROUPS = 4  # divides WIDTH and a bottleneck's WIDTH // 4
 PARAMETER_NOISE = 0.02  # the standard deviation of the noise added to every initialised parameter (`build`)
 
 
@@ -219,6 +223,9 @@ _HEAD_NAMES = frozenset(
         *("decoder_attention_heads", "decoder_num_attention_heads", "num_decoder_attention_heads"),
     }
 )
+# the model's own width and heads, where a configuration also names its parts' (in order of preference)
+_MAIN_WIDTH_NAMES = ("hidden_size", "d_model", "n_embd", "dim")
+_MAIN_HEAD_NAMES = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 _KV_HEAD_NAMES = frozenset({"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"})
 _HEAD_DIM_NAMES = frozenset(
     {"head_dim", "attention_head_dim", "d_kv", "kv_channels", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
@@ -329,16 +336,26 @@ def _shrunk_value(
             return min(value, MAX_POSITIONS)
         if name == "max_source_positions":
             return min(value, AUDIO_POSITIONS)
-        if name == "image_size":
+        if name in ("image_size", "crop_size"):
             return min(value, image)
+        if name in ("num_frames", "frames_per_clip"):
+            return min(value, FRAMES)
         if name == "patch_size":
             return min(value, PATCH)
+        if name == "context_length":
+            return min(value, CONTEXT)
         if name == "num_mel_bins":
             return min(value, MEL_BINS)
         if name == "num_queries":
             # object queries a DETR-like decoder picks by top-k among the encoder's positions: a tiny image has
             # a few dozen
             return min(value, QUERIES)
+        if name == "num_groups":
+            # group normalisation's groups (BiT) must divide every shrunk width, down to a bottleneck's quarter
+            return min(value, NORM_GROUPS)
+        if name.endswith("_groups") and value > 1 and value == original.get("hidden_size"):
+            # a depthwise convolution over the hidden width (Mimi's upsampling): as wide as the shrunk width
+            return min(value, WIDTH)
     if isinstance(value, dict) and isinstance(value.get("mrope_section"), list | tuple):
         # multimodal rotary sections (time, height, width) split half the head's width: scaled with it
         return {**value, "mrope_section": _scaled_sections(list(value["mrope_section"]), HEAD_DIM // 2)}
@@ -357,9 +374,40 @@ def _shrunk_value(
     return value
 
 
-def shrink_config(config: Any, image: int = IMAGE) -> dict[str, Any]:
+def _without_timm(config: Any) -> Any:
+    """`config`, or where it is a timm backbone's and timm is not installed (it is no dependency of the project:
+    the DETR family defaults to timm's ResNet-50), transformers' own ResNet with the same feature maps."""
+    if getattr(config, "model_type", None) != "timm_backbone" or importlib.util.find_spec("timm") is not None:
+        return config
+    from transformers import ResNetConfig
+
+    return ResNetConfig(num_channels=config.num_channels, out_indices=list(config.out_indices))
+
+
+def _completed_value(name: str, original: dict[str, Any]) -> Any:
+    """A tiny model's value of a size that a configuration's defaults leave unset for a checkpoint to give (ESM's
+    vocabulary, Dots1's experts, the head width Ministral's code reads), or None."""
+    if name == "vocab_size":
+        return VOCAB
+    if name in _EXPERT_NAMES:
+        return 4
+    if name in _TOP_K_NAMES:
+        return 2
+    if name == "n_shared_experts":
+        return 1
+    if name == "head_dim":
+        heads = next((original[h] for h in _MAIN_HEAD_NAMES if _is_int(original.get(h))), None)
+        width = next((original[w] for w in _MAIN_WIDTH_NAMES if _is_int(original.get(w))), None)
+        return width // heads if heads and width else None
+    return None
+
+
+def shrink_config(config: Any, image: int = IMAGE, complete: bool = False) -> dict[str, Any]:
     """The keyword arguments that build a tiny `type(config)`: every size attribute of `config` (and of its
-    sub-configurations, recursively) cut by `_shrunk_value`, images to `image` pixels, dropout off, the cache off."""
+    sub-configurations, recursively) cut by `_shrunk_value`, images to `image` pixels, dropout off, the cache off.
+    With `complete`, sizes the defaults leave unset are given too (`_completed_value`): for configurations whose
+    defaults do not build a model; a configuration that builds as it is keeps its unset sizes, which may mean
+    a feature is off (Gemma 4's experts)."""
     from transformers import PretrainedConfig
 
     original = {k: v for k, v in vars(config).items() if not k.startswith("_")}
@@ -369,13 +417,19 @@ def shrink_config(config: Any, image: int = IMAGE) -> dict[str, Any]:
     changed: dict[str, Any] = {}
     for name, value in original.items():
         if isinstance(value, PretrainedConfig):
+            value = _without_timm(value)
             sub = value.to_dict()
-            sub.update(shrink_config(value, image))
+            sub.update(shrink_config(value, image, complete))
             changed[name] = sub
             continue
         new = _shrunk_value(name, value, original, layers_before, image)
         if new is not value and new != value:
             changed[name] = new
+    if complete:
+        for name, value in original.items():
+            filled = _completed_value(name, {**original, **changed}) if value is None else None
+            if filled is not None:
+                changed[name] = filled
     # special tokens beyond the shrunk vocabulary move to its end (distinct ids, so pad stays apart from eos)
     vocab = changed.get("vocab_size", original.get("vocab_size"))
     if isinstance(vocab, int):
@@ -425,12 +479,12 @@ def shrink_config(config: Any, image: int = IMAGE) -> dict[str, Any]:
     return changed
 
 
-def tiny_config(model_type: str, image: int = IMAGE) -> Any:
+def tiny_config(model_type: str, image: int = IMAGE, complete: bool = False) -> Any:
     """The configuration class of `model_type` at its defaults, shrunk (`shrink_config`)."""
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
-    return type(default)(**shrink_config(default, image))
+    return type(default)(**shrink_config(default, image, complete))
 
 
 # -- inputs ------------------------------------------------------------------------------------------------------
@@ -478,6 +532,15 @@ def _audio_features(config: Any, generator: Any, frames_last: bool) -> Any:
     per_channel = _setting(config, "input_feat_per_channel", "feature_size", default=MEL_BINS)
     channels = _setting(config, "input_channels", default=1)
     return torch.randn(BATCH, 4 * AUDIO_POSITIONS, int(per_channel) * int(channels), generator=generator)
+
+
+def _time_series(config: Any, generator: Any, padding: bool = False) -> Any:
+    import torch
+
+    context = int(_setting(config, "context_length", default=SEQUENCE))
+    channels = _setting(config, "num_input_channels")
+    shape = (BATCH, context) if channels is None or padding else (BATCH, context, int(channels))
+    return torch.zeros(shape) if padding else torch.randn(*shape, generator=generator)
 
 
 # Layouts `make_inputs` can try, in order, until eager accepts one: the argument names do not say whether audio
@@ -533,6 +596,15 @@ def make_inputs(
             inputs[name] = _audio_features(config, generator, frames_last=variant == 0)
         elif name == "input_values":
             inputs[name] = torch.randn(BATCH, AUDIO_SAMPLES, generator=generator)
+        elif name == "pixel_values_videos":
+            frames = int(_setting(config, "num_frames", "frames_per_clip", default=FRAMES))
+            inputs[name] = torch.stack([_image(config, generator, image) for _ in range(frames)], dim=1)
+        elif name in ("past_values", "past_values_padding"):
+            # a time series: (batch, context, channels) where the model forecasts several channels, else
+            # (batch, context); the padding of each position (none) beside it
+            inputs[name] = _time_series(config, generator, padding=name == "past_values_padding")
+        elif name == "freq":
+            inputs[name] = torch.zeros(BATCH, 1, dtype=torch.long)  # the series' frequency class (high)
         elif name == "inputs_embeds":
             inputs[name] = torch.randn(
                 BATCH, SEQUENCE, int(_setting(config, "hidden_size", default=WIDTH)), generator=generator
@@ -753,14 +825,24 @@ def build(architecture: Architecture, image: int = IMAGE) -> tuple[Any, Any]:
     import torch
     import transformers
 
-    config = tiny_config(architecture.model_type, image)
     model_class = getattr(transformers, architecture.name)
-    wanted = getattr(model_class, "config_class", None)
-    if isinstance(wanted, type) and not isinstance(config, wanted):
-        # a part of a composite model (a vision tower): built from the sub-configuration of its class
-        config = next((v for v in vars(config).values() if isinstance(v, wanted)), config)
-    torch.manual_seed(0)
-    model = model_class(config)
+
+    def constructed(complete: bool) -> tuple[Any, Any]:
+        config = tiny_config(architecture.model_type, image, complete)
+        wanted = getattr(model_class, "config_class", None)
+        if isinstance(wanted, type) and not isinstance(config, wanted):
+            # a part of a composite model (a vision tower): built from the sub-configuration of its class
+            config = next((v for v in vars(config).values() if isinstance(v, wanted)), config)
+        torch.manual_seed(0)
+        return model_class(config), config
+
+    try:
+        model, config = constructed(complete=False)
+    except Exception as error:
+        try:  # defaults that leave a size for a checkpoint to give: given
+            model, config = constructed(complete=True)
+        except Exception:
+            raise error from None
     model.train()
     # Weights some models initialise to a constant (zero router gates, unit scales) would leave ties, e.g. equal
     # scores for top-k routing, whose order eager leaves unspecified: every parameter gets a little noise.

@@ -83,6 +83,50 @@ def test_tiny_configurations():
     # a depth head's four feature maps from its ViT backbone's layers 9-12: four layers, all of them outputs
     backbone = model_sweep.tiny_config("depth_anything").backbone_config
     assert (backbone.num_hidden_layers, backbone.out_features) == (4, ["stage1", "stage2", "stage3", "stage4"])
+    # group normalisation's groups divide a bottleneck's shrunk width (BiT); a depthwise upsampling over the
+    # hidden width stays depthwise (Mimi); a time series' context and a video's frames shrink like an image
+    assert model_sweep.tiny_config("bit").num_groups == model_sweep.NORM_GROUPS
+    mimi = model_sweep.tiny_config("mimi")
+    assert mimi.upsample_groups == mimi.hidden_size == model_sweep.WIDTH
+    assert model_sweep.tiny_config("patchtst").context_length == 32
+    assert model_sweep.tiny_config("timesfm").context_length == model_sweep.CONTEXT
+    assert model_sweep.tiny_config("vivit").num_frames == model_sweep.FRAMES
+
+
+def test_a_timm_backbone_becomes_transformers_resnet():
+    # the DETR family defaults to timm's ResNet-50, and timm is no dependency: transformers' own ResNet, with the
+    # same feature maps, shrunk like any backbone
+    backbone = model_sweep.tiny_config("detr").backbone_config
+    assert backbone.model_type == "resnet"
+    assert backbone.out_indices == [1, 2, 3, 4]
+    assert max(backbone.hidden_sizes) == model_sweep.WIDTH
+
+
+def test_sizes_the_defaults_leave_unset_are_given_only_where_needed(every_architecture):
+    # ESM leaves its vocabulary and Ministral its head width to a checkpoint: their defaults build no model, so
+    # the sweep completes them; Gemma 4 builds as it is, and its unset expert count (no mixture of experts) stays
+    assert model_sweep.tiny_config("esm").vocab_size is None
+    assert model_sweep.tiny_config("esm", complete=True).vocab_size == model_sweep.VOCAB
+    assert model_sweep.tiny_config("ministral", complete=True).head_dim == model_sweep.HEAD_DIM
+    for name in ("EsmForMaskedLM", "MinistralForCausalLM"):
+        model, config = model_sweep.build(every_architecture[name])
+        assert model_sweep.make_inputs(model, config, every_architecture[name])
+    _, gemma4 = model_sweep.build(every_architecture["Gemma4ForCausalLM"])
+    assert gemma4.num_experts is None
+
+
+def test_time_series_and_video_inputs(every_architecture):
+    patchtst = every_architecture["PatchTSTModel"]
+    model, config = model_sweep.build(patchtst)
+    assert tuple(model_sweep.make_inputs(model, config, patchtst)["past_values"].shape) == (2, 32, 1)
+    timesfm = every_architecture["TimesFmModel"]
+    model, config = model_sweep.build(timesfm)
+    inputs = model_sweep.make_inputs(model, config, timesfm)
+    assert tuple(inputs["past_values"].shape) == tuple(inputs["past_values_padding"].shape) == (2, 64)
+    assert tuple(inputs["freq"].shape) == (2, 1)
+    vjepa2 = every_architecture["VJEPA2Model"]
+    model, config = model_sweep.build(vjepa2)
+    assert tuple(model_sweep.make_inputs(model, config, vjepa2)["pixel_values_videos"].shape) == (2, 4, 3, 32, 32)
 
 
 def test_inputs_by_argument_name(every_architecture):
