@@ -425,6 +425,10 @@ def shrink_config(config: Any, image: int = IMAGE, complete: bool = False) -> di
         new = _shrunk_value(name, value, original, layers_before, image)
         if new is not value and new != value:
             changed[name] = new
+    # a mixture of experts whose defaults name the experts but not how many a token takes (DeepSeek-V2)
+    if any(_is_int(original.get(n)) for n in _EXPERT_NAMES):
+        for name in _TOP_K_NAMES & {n for n, v in original.items() if v is None}:
+            changed[name] = 2
     if complete:
         for name, value in original.items():
             filled = _completed_value(name, {**original, **changed}) if value is None else None

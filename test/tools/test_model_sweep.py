@@ -113,6 +113,8 @@ def test_sizes_the_defaults_leave_unset_are_given_only_where_needed(every_archit
         assert model_sweep.make_inputs(model, config, every_architecture[name])
     _, gemma4 = model_sweep.build(every_architecture["Gemma4ForCausalLM"])
     assert gemma4.num_experts is None
+    # DeepSeek-V2 names its experts but not how many a token takes: a tiny top-k, or its router's top-k fails
+    assert model_sweep.tiny_config("deepseek_v2").num_experts_per_tok == 2
 
 
 def test_time_series_and_video_inputs(every_architecture):
