@@ -538,6 +538,26 @@ def _audio_features(config: Any, generator: Any, frames_last: bool) -> Any:
     return torch.randn(BATCH, 4 * AUDIO_POSITIONS, int(per_channel) * int(channels), generator=generator)
 
 
+def _patch_grid(config: Any) -> Any:
+    """(time, height, width) in patches of each of a batch of images, for vision towers that take their images as
+    flattened patches (Qwen2-VL and the models built like it): a square of two merged patches a side."""
+    import torch
+
+    side = 2 * int(_setting(config, "spatial_merge_size", "merge_size", default=1))
+    return torch.tensor([[1, side, side]] * BATCH)
+
+
+def _flat_patches(config: Any, generator: Any) -> Any:
+    """The patches `_patch_grid` counts, each flattened over channels, frames and pixels."""
+    import torch
+
+    channels = int(_setting(config, "in_channels", "num_channels", default=3))
+    frames = int(_setting(config, "temporal_patch_size", default=1))
+    patch = int(_setting(config, "patch_size", default=PATCH))
+    patches = int(_patch_grid(config).prod(dim=1).sum())
+    return torch.randn(patches, channels * frames * patch * patch, generator=generator)
+
+
 def _time_series(config: Any, generator: Any, padding: bool = False) -> Any:
     import torch
 
@@ -600,6 +620,10 @@ def make_inputs(
             inputs[name] = _audio_features(config, generator, frames_last=variant == 0)
         elif name == "input_values":
             inputs[name] = torch.randn(BATCH, AUDIO_SAMPLES, generator=generator)
+        elif name == "hidden_states" and "grid_thw" in parameters:
+            inputs[name] = _flat_patches(config, generator)
+        elif name in ("grid_thw", "image_grid_thw"):
+            inputs[name] = _patch_grid(config)
         elif name == "pixel_values_videos":
             frames = int(_setting(config, "num_frames", "frames_per_clip", default=FRAMES))
             inputs[name] = torch.stack([_image(config, generator, image) for _ in range(frames)], dim=1)

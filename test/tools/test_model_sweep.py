@@ -117,6 +117,19 @@ def test_sizes_the_defaults_leave_unset_are_given_only_where_needed(every_archit
     assert model_sweep.tiny_config("deepseek_v2").num_experts_per_tok == 2
 
 
+def test_a_vision_tower_of_flattened_patches_gets_them_with_their_grid(every_architecture):
+    # Qwen3-VL's vision tower takes each image's patches flattened over channels, frames and pixels, and the
+    # images' (time, height, width) in patches: two merged patches a side
+    architecture = every_architecture["Qwen3VLVisionModel"]
+    model, config = model_sweep.build(architecture)
+    inputs = model_sweep.make_inputs(model, config, architecture)
+    side = 2 * config.spatial_merge_size
+    assert inputs["grid_thw"].tolist() == [[1, side, side]] * 2
+    flattened = config.in_channels * config.temporal_patch_size * config.patch_size**2
+    assert tuple(inputs["hidden_states"].shape) == (2 * side * side, flattened)
+    model(**inputs)  # eager runs it
+
+
 def test_time_series_and_video_inputs(every_architecture):
     patchtst = every_architecture["PatchTSTModel"]
     model, config = model_sweep.build(patchtst)
