@@ -395,6 +395,8 @@ def _completed_value(name: str, original: dict[str, Any]) -> Any:
         return 2
     if name == "n_shared_experts":
         return 1
+    if name == "prediction_length":  # a forecaster's horizon (the time series transformers)
+        return SEQUENCE
     if name == "head_dim":
         heads = next((original[h] for h in _MAIN_HEAD_NAMES if _is_int(original.get(h))), None)
         width = next((original[w] for w in _MAIN_WIDTH_NAMES if _is_int(original.get(w))), None)
@@ -561,7 +563,9 @@ def _flat_patches(config: Any, generator: Any) -> Any:
 def _time_series(config: Any, generator: Any, padding: bool = False) -> Any:
     import torch
 
-    context = int(_setting(config, "context_length", default=SEQUENCE))
+    # with the lags a forecaster reads before its context (the time series transformers' `lags_sequence`)
+    context = int(_setting(config, "context_length", "prediction_length", default=SEQUENCE))
+    context += max(_setting(config, "lags_sequence", default=[0]))
     channels = _setting(config, "num_input_channels")
     shape = (BATCH, context) if channels is None or padding else (BATCH, context, int(channels))
     return torch.zeros(shape) if padding else torch.randn(*shape, generator=generator)
@@ -631,6 +635,13 @@ def make_inputs(
             # a time series: (batch, context, channels) where the model forecasts several channels, else
             # (batch, context); the padding of each position (none) beside it
             inputs[name] = _time_series(config, generator, padding=name == "past_values_padding")
+        elif name in ("past_time_features", "past_observed_mask"):
+            series = _time_series(config, generator)
+            if name == "past_observed_mask":
+                inputs[name] = torch.ones_like(series)
+            else:
+                features = int(_setting(config, "num_time_features", default=0))
+                inputs[name] = torch.randn(*series.shape[:2], features, generator=generator)
         elif name == "freq":
             inputs[name] = torch.zeros(BATCH, 1, dtype=torch.long)  # the series' frequency class (high)
         elif name == "inputs_embeds":

@@ -139,6 +139,15 @@ def test_time_series_and_video_inputs(every_architecture):
     inputs = model_sweep.make_inputs(model, config, timesfm)
     assert tuple(inputs["past_values"].shape) == tuple(inputs["past_values_padding"].shape) == (2, 64)
     assert tuple(inputs["freq"].shape) == (2, 1)
+    # a forecaster without a horizon in its defaults gets one; its past reaches back over its lags too
+    forecaster = every_architecture["TimeSeriesTransformerModel"]
+    model, config = model_sweep.build(forecaster)
+    inputs = model_sweep.make_inputs(model, config, forecaster)
+    assert config.prediction_length == model_sweep.SEQUENCE
+    past = config.context_length + max(config.lags_sequence)
+    assert tuple(inputs["past_values"].shape) == tuple(inputs["past_observed_mask"].shape) == (2, past)
+    assert tuple(inputs["past_time_features"].shape) == (2, past, config.num_time_features)
+    model(**inputs)  # eager runs it
     vjepa2 = every_architecture["VJEPA2Model"]
     model, config = model_sweep.build(vjepa2)
     assert tuple(model_sweep.make_inputs(model, config, vjepa2)["pixel_values_videos"].shape) == (2, 4, 3, 32, 32)
