@@ -897,6 +897,28 @@ def build(architecture: Architecture, image: int = IMAGE) -> tuple[Any, Any]:
     return model, config
 
 
+def _float32_as_float64() -> Any:
+    """A torch function mode under which code that names float32 gets float64 (`dtype=torch.float32`,
+    `.float()`, `.to(torch.float32)`): the float64 reference run of a model that makes float32 tensors of its own
+    (SLANet's decoder state, its one-hot tokens) is then float64 throughout, as `.double()` makes its weights."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def wider(value: Any) -> Any:
+        return torch.float64 if value is torch.float32 else value
+
+    class Float32AsFloat64(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = {k: wider(v) for k, v in (kwargs or {}).items()}
+            if func is torch.Tensor.float:
+                func = torch.Tensor.double
+            elif func is torch.Tensor.to:
+                args = tuple(wider(a) for a in args)
+            return func(*args, **kwargs)
+
+    return Float32AsFloat64()
+
+
 def _normalises_batches(model: Any) -> bool:
     import torch
 
@@ -967,7 +989,8 @@ def run_architecture(
         double = copy.deepcopy(model).double()
         inputs64 = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
         torch.manual_seed(0)
-        return _run_steps(double, double, inputs64, [projection[0].double()])
+        with _float32_as_float64():
+            return _run_steps(double, double, inputs64, [projection[0].double()])
 
     save(result)
     for backend in backends:

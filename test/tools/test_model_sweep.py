@@ -304,3 +304,25 @@ def test_the_results_record_seeds_the_cache_and_keeps_other_classes(tmp_path):
     assert kept.commit == "c3"
     assert model_sweep.load_cached(cache, "BModel") == rerun
     assert model_sweep.load_cached(cache, "CModel") is None
+
+
+def test_the_float64_reference_widens_what_a_model_makes_in_float32():
+    # SLANet's decoder makes its state and one-hot tokens in float32 whatever its weights: under the reference
+    # run's mode they are float64 too, so the reference exists
+    import torch
+
+    class MakesFloat32(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            state = torch.zeros(x.shape, dtype=torch.float32)
+            tokens = torch.nn.functional.one_hot(x.argmax(-1), 4).float()
+            return self.linear(state + tokens.to(torch.float32)) + x
+
+    model = MakesFloat32().double()
+    with pytest.raises(RuntimeError):
+        model(torch.randn(2, 4, dtype=torch.float64))
+    with model_sweep._float32_as_float64():
+        assert model(torch.randn(2, 4, dtype=torch.float64)).dtype == torch.float64
