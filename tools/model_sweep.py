@@ -350,6 +350,9 @@ def _shrunk_value(
             # object queries a DETR-like decoder picks by top-k among the encoder's positions: a tiny image has
             # a few dozen
             return min(value, QUERIES)
+        if name == "num_windows":
+            # a windowed ViT's windows (LW-DETR's): a square count whose side divides a tiny image's patches
+            return min(value, 4)
         if name == "num_groups":
             # group normalisation's groups (BiT) must divide every shrunk width, down to a bottleneck's quarter
             return min(value, NORM_GROUPS)
@@ -391,6 +394,8 @@ def _completed_value(name: str, original: dict[str, Any]) -> Any:
         return VOCAB
     if name in _EXPERT_NAMES:
         return 4
+    if name in _KV_HEAD_NAMES:  # unset: as many as the queries' (Nemotron)
+        return next((original[h] for h in _MAIN_HEAD_NAMES if _is_int(original.get(h))), None)
     if name in _TOP_K_NAMES:
         return 2
     if name == "n_shared_experts":
@@ -416,6 +421,10 @@ def shrink_config(config: Any, image: int = IMAGE, complete: bool = False) -> di
     layers_before = next(
         (original[n] for n in ("num_hidden_layers", "num_layers", "n_layer") if _is_int(original.get(n))), None
     )
+    # a hierarchical model's per-stage lists (Swin V2's `pretrained_window_sizes`) are as long as its layer count
+    # (`num_layers`, the length of its `depths`): the stages stay, each one block deep, and so do those lists
+    if any(isinstance(original.get(n), list | tuple) for n in _STAGE_DEPTH_NAMES):
+        layers_before = None
     changed: dict[str, Any] = {}
     for name, value in original.items():
         if isinstance(value, PretrainedConfig):
@@ -427,6 +436,15 @@ def shrink_config(config: Any, image: int = IMAGE, complete: bool = False) -> di
         new = _shrunk_value(name, value, original, layers_before, image)
         if new is not value and new != value:
             changed[name] = new
+    # Mamba-2's heads tile its expanded width (hidden size x expand = heads x head width) and its groups divide
+    # its heads: the head width follows the shrunk sizes
+    sizes = {**original, **changed}
+    if all(_is_int(sizes.get(n)) for n in ("hidden_size", "expand", "num_heads", "head_dim")) and (
+        original["hidden_size"] * original["expand"] == original["num_heads"] * original["head_dim"]
+    ):
+        changed["head_dim"] = sizes["hidden_size"] * sizes["expand"] // sizes["num_heads"]
+        if _is_int(original.get("n_groups")):
+            changed["n_groups"] = math.gcd(original["n_groups"], sizes["num_heads"])
     # a mixture of experts whose defaults name the experts but not how many a token takes (DeepSeek-V2)
     if any(_is_int(original.get(n)) for n in _EXPERT_NAMES):
         for name in _TOP_K_NAMES & {n for n, v in original.items() if v is None}:

@@ -91,6 +91,14 @@ def test_tiny_configurations():
     assert model_sweep.tiny_config("patchtst").context_length == 32
     assert model_sweep.tiny_config("timesfm").context_length == model_sweep.CONTEXT
     assert model_sweep.tiny_config("vivit").num_frames == model_sweep.FRAMES
+    # Mamba-2's heads tile its expanded width; a hierarchical model keeps a per-stage list per stage (Swin V2);
+    # a windowed ViT's windows fit a tiny image (LW-DETR)
+    mamba2 = model_sweep.tiny_config("mamba2")
+    assert mamba2.hidden_size * mamba2.expand == mamba2.num_heads * mamba2.head_dim
+    assert mamba2.num_heads % mamba2.n_groups == 0
+    swinv2 = model_sweep.tiny_config("swinv2")
+    assert len(swinv2.pretrained_window_sizes) == len(swinv2.depths)
+    assert model_sweep.tiny_config("lw_detr_vit").num_windows == 4
 
 
 def test_a_timm_backbone_becomes_transformers_resnet():
@@ -108,6 +116,8 @@ def test_sizes_the_defaults_leave_unset_are_given_only_where_needed(every_archit
     assert model_sweep.tiny_config("esm").vocab_size is None
     assert model_sweep.tiny_config("esm", complete=True).vocab_size == model_sweep.VOCAB
     assert model_sweep.tiny_config("ministral", complete=True).head_dim == model_sweep.HEAD_DIM
+    nemotron = model_sweep.tiny_config("nemotron", complete=True)  # unset key/value heads: one per query head
+    assert nemotron.num_key_value_heads == nemotron.num_attention_heads
     for name in ("EsmForMaskedLM", "MinistralForCausalLM"):
         model, config = model_sweep.build(every_architecture[name])
         assert model_sweep.make_inputs(model, config, every_architecture[name])
