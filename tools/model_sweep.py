@@ -392,6 +392,8 @@ def _completed_value(name: str, original: dict[str, Any]) -> Any:
     vocabulary, Dots1's experts, the head width Ministral's code reads), or None."""
     if name == "vocab_size":
         return VOCAB
+    if name == "pad_token_id" and "vocab_size" in original:
+        return 1  # a vocabulary given here has a padding token too (ESM's position ids skip it)
     if name in _EXPERT_NAMES:
         return 4
     if name in _KV_HEAD_NAMES:  # unset: as many as the queries' (Nemotron)

@@ -114,7 +114,8 @@ def test_sizes_the_defaults_leave_unset_are_given_only_where_needed(every_archit
     # ESM leaves its vocabulary and Ministral its head width to a checkpoint: their defaults build no model, so
     # the sweep completes them; Gemma 4 builds as it is, and its unset expert count (no mixture of experts) stays
     assert model_sweep.tiny_config("esm").vocab_size is None
-    assert model_sweep.tiny_config("esm", complete=True).vocab_size == model_sweep.VOCAB
+    esm = model_sweep.tiny_config("esm", complete=True)
+    assert (esm.vocab_size, esm.pad_token_id) == (model_sweep.VOCAB, 1)  # its position ids skip the padding
     assert model_sweep.tiny_config("ministral", complete=True).head_dim == model_sweep.HEAD_DIM
     nemotron = model_sweep.tiny_config("nemotron", complete=True)  # unset key/value heads: one per query head
     assert nemotron.num_key_value_heads == nemotron.num_attention_heads
