@@ -1004,6 +1004,36 @@ def geometric(x: torch.Tensor, p: float, *, generator: torch.Generator | None = 
     return trials.to(x.dtype)
 
 
+RANDINT_SPAN_LIMIT = 2**24  # integers a 24-bit uniform draw (the `rand` stream's) tells apart
+
+
+def randint_low(
+    low: int,
+    high: int,
+    size: Sequence[int],
+    *,
+    dtype: torch.dtype | None = None,
+    generator: torch.Generator | None = None,
+    **factory: Any,
+) -> torch.Tensor:
+    """`aten.randint.low`: low + floor((high - low) * u), the span's integers about equally likely for a 24-bit
+    uniform u (its 2^24 values spread over at most 2^24 integers); a wider span, a generator or a float64 result
+    keeps ATen's op."""
+    dtype = dtype or torch.int64
+    span = int(high) - int(low)
+    if generator is not None or span <= 0 or span > RANDINT_SPAN_LIMIT or dtype == torch.float64:
+        return NotImplemented
+    u = torch.rand(size, dtype=torch.float32, device=factory.get("device"))
+    # a product rounded up to the span itself would be one past the range
+    draws = torch.clamp(torch.floor(u * span), max=span - 1) + int(low)
+    return draws.to(dtype)
+
+
+def randint(high: int, size: Sequence[int], **factory: Any) -> torch.Tensor:
+    """`aten.randint`: `randint.low` from 0."""
+    return randint_low(0, high, size, **factory)
+
+
 def rrelu_with_noise_functional(
     x: torch.Tensor,
     noise: torch.Tensor,
@@ -1268,6 +1298,8 @@ def composite_decompositions() -> dict[object, object]:
         aten.frexp.Tensor: frexp,
         aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,
+        aten.randint.default: randint,
+        aten.randint.low: randint_low,
         aten.rand.generator: rand_generator,
         aten.randn.generator: randn_generator,
         aten.exponential.default: exponential,

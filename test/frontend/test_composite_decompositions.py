@@ -367,3 +367,30 @@ def test_fractional_max_pooling_equals_aten_exactly(dtype: torch.dtype) -> None:
             expected_values, expected_indices = op(x, kernel, output, samples)
             assert torch.equal(values, expected_values), (op, shape)
             assert torch.equal(indices, expected_indices), (op, shape)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_randint_draws_on_the_device_within_its_range():
+    # Informer's ProbSparse attention samples its keys with randint: drawn from the compiled uniform stream
+    def draws(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randint(7, (n, 1000)), torch.randint(-3, 2, (n, 1000), dtype=torch.int32)
+
+    compiled = torch.compile(draws, backend="neuron-mlir")
+    torch.manual_seed(0)
+    below_seven, around_zero = compiled(20)
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    assert (below_seven.dtype, around_zero.dtype) == (torch.int64, torch.int32)
+    for values, low, high in ((below_seven, 0, 7), (around_zero, -3, 2)):
+        counts = torch.bincount((values - low).flatten().long(), minlength=high - low)
+        assert counts.numel() == high - low  # nothing outside [low, high)
+        expected = values.numel() / (high - low)
+        assert (counts - expected).abs().max() < 5 * math.sqrt(expected), counts  # each value about as often
+    torch.manual_seed(0)
+    assert torch.equal(compiled(20)[0], below_seven)  # reproducible under the seed
+    assert not torch.equal(compiled(20)[0], below_seven)  # and a new draw at the next call
+
+
+def test_randint_keeps_atens_op_beyond_24_bits():
+    assert cd.randint(2**25, (3,)) is NotImplemented
+    assert cd.randint_low(0, 5, (3,), generator=torch.Generator()) is NotImplemented
