@@ -592,8 +592,8 @@ def _time_series(config: Any, generator: Any, padding: bool = False) -> Any:
 
 
 # Layouts `make_inputs` can try, in order, until eager accepts one: the argument names do not say whether audio
-# features put the frames last (Whisper) or the features (conformers); the last variant is a vision-language
-# model's text alone (`TEXT_ONLY`).
+# features put the frames last (Whisper) or the features (conformers), nor whether a waveform has a channel
+# dimension (the codecs'); the last variant is a vision-language model's text alone (`TEXT_ONLY`).
 INPUT_VARIANTS = 3
 TEXT_ONLY = 2
 
@@ -643,7 +643,11 @@ def make_inputs(
         elif name == "input_features":
             inputs[name] = _audio_features(config, generator, frames_last=variant == 0)
         elif name == "input_values":
-            inputs[name] = torch.randn(BATCH, AUDIO_SAMPLES, generator=generator)
+            # a waveform: (batch, samples) for speech encoders, or with its channels (batch, channels, samples) for
+            # the audio codecs (EnCodec, DAC, Mimi), the second layout tried
+            channels = int(_setting(config, "audio_channels", default=1))
+            shape = (BATCH, channels, AUDIO_SAMPLES) if variant == 1 else (BATCH, AUDIO_SAMPLES)
+            inputs[name] = torch.randn(*shape, generator=generator)
         elif name == "hidden_states" and "grid_thw" in parameters:
             inputs[name] = _flat_patches(config, generator)
         elif name in ("grid_thw", "image_grid_thw"):

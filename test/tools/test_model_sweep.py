@@ -337,3 +337,13 @@ def test_the_float64_reference_widens_what_a_model_makes_in_float32():
         model(torch.randn(2, 4, dtype=torch.float64))
     with model_sweep._float32_as_float64():
         assert model(torch.randn(2, 4, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_an_audio_codec_gets_a_waveform_with_its_channels(every_architecture):
+    # speech encoders take (batch, samples); the codecs (EnCodec, DAC, Mimi) (batch, channels, samples): tried next
+    architecture = every_architecture["EncodecModel"]
+    model, config = model_sweep.build(architecture)
+    assert model_sweep.make_inputs(model, config, architecture)["input_values"].dim() == 2
+    waveform = model_sweep.make_inputs(model, config, architecture, variant=1)["input_values"]
+    assert tuple(waveform.shape) == (2, config.audio_channels, model_sweep.AUDIO_SAMPLES)
+    model(input_values=waveform)  # eager runs it
