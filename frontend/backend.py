@@ -43,10 +43,11 @@ import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph, names_op
 from neuron_mlir.frontend.data_dependent import specialise_split_points
-from neuron_mlir.frontend.float_constants import FloatSpecialised, float_constants, fold_scalar_arithmetic
+from neuron_mlir.frontend.float_constants import ValueSpecialised, float_constants, fold_scalar_arithmetic
 from neuron_mlir.frontend.linalg_decompositions import route_composite_calls
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
 from neuron_mlir.frontend.recognize_activations import recognize_activations
+from neuron_mlir.frontend.size_inputs import read_size, size_inputs, specialise_sizes
 
 if TYPE_CHECKING:
     from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
@@ -336,7 +337,7 @@ def neuron_mlir_backend(
     _note_recompilation()
     constants = float_constants(graph_module)
     if constants:  # compiled with the floats as constants, again for other values (frontend/float_constants.py)
-        return FloatSpecialised(graph_module, constants, lambda gm: _compile_dynamo_graph(gm, example_inputs, config))
+        return ValueSpecialised(graph_module, constants, lambda gm: _compile_dynamo_graph(gm, example_inputs, config))
     fold_scalar_arithmetic(graph_module)
     return _compile_dynamo_graph(graph_module, example_inputs, config)
 
@@ -372,6 +373,16 @@ def _compile_dynamo_graph(
                 decompositions=decompositions(config.cpu_ops),
             )
     except _untraceable_errors() as error:
+        sizes = size_inputs(graph_module)
+        if sizes:  # sizes read from integer inputs: compiled as their values (frontend/size_inputs.py)
+            return ValueSpecialised(
+                graph_module,
+                sizes,
+                lambda gm: _compile_dynamo_graph(gm, example_inputs, config),
+                specialise=specialise_sizes,
+                read=read_size,
+                what="integer inputs read as sizes",
+            )
         return _run_untraceable_eagerly(graph_module, error, config)
 
 

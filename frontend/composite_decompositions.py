@@ -675,11 +675,21 @@ def _grid_source_index(
     as ATen's grid sampler computes both (`grid_sampler_compute_source_index_set_grad`): unnormalise; border padding
     clips into [0, size - 1] with derivative 0 on and beyond the edges; reflection folds the position back into the
     image (derivative +-1 by the number of folds), then clips."""
+    position, derivative = _unnormalised(coord, size, align_corners)
+    return _padded(position, torch.full_like(position, derivative), size, padding_mode, align_corners)
+
+
+def _unnormalised(coord: torch.Tensor, size: int, align_corners: bool) -> tuple[torch.Tensor, float]:
+    """A grid coordinate in [-1, 1] as a position in input pixels, and the position's derivative by it."""
     if align_corners:
-        position, derivative = (coord + 1) / 2 * (size - 1), (size - 1) / 2
-    else:
-        position, derivative = ((coord + 1) * size - 1) / 2, size / 2
-    grad = torch.full_like(position, derivative)
+        return (coord + 1) / 2 * (size - 1), (size - 1) / 2
+    return ((coord + 1) * size - 1) / 2, size / 2
+
+
+def _padded(
+    position: torch.Tensor, grad: torch.Tensor, size: int, padding_mode: int, align_corners: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`position` (with derivative `grad`) moved into the image as the padding mode reads beyond its edges."""
     if padding_mode == 2:
         twice_low, twice_high = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
         if twice_low == twice_high:
@@ -713,7 +723,11 @@ def grid_sampler_backward(
     gradient scatters each output's gradient, times its tap's weight, onto the tap's pixel (taps outside the image
     dropped); the grid's is, per coordinate, the sum over channels and taps of gradient x pixel x the weight's
     derivative, times the position's derivative. Pixels are rows of channels (channels last), so one tap of a
-    whole output position is one row gathered or scattered. Bicubic and float64 keep ATen's kernel."""
+    whole output position is one row gathered or scattered. Bicubic (2-D) taps a 4 x 4 neighbourhood with the
+    cubic convolution weights of ATen's upsampling (A = -0.75), each tap moved into the image by the padding mode
+    (`_bicubic_grid_sampler_backward`). float64 keeps ATen's kernel."""
+    if interpolation_mode == 2 and x.dim() == 4 and x.is_floating_point() and x.dtype != torch.float64:
+        return _bicubic_grid_sampler_backward(grad_output, x, grid, padding_mode, align_corners, output_mask)
     if interpolation_mode not in (0, 1) or not x.is_floating_point() or x.dtype == torch.float64:
         return NotImplemented
     batch, channels, *spatial = x.shape
@@ -775,6 +789,73 @@ def grid_sampler_backward(
             )
     if grad_pixels is not None:
         grad_pixels = grad_pixels.reshape(batch, *spatial, channels).movedim(-1, 1).contiguous().to(x.dtype)
+    return grad_pixels, grad_grid
+
+
+CUBIC_A = -0.75  # the cubic convolution's free parameter in ATen's bicubic upsampling and grid sampler
+
+
+def _cubic_weights(t: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The weights of the taps at -1, 0, 1 and 2 from a position whose fraction past tap 0 is `t`, and their
+    derivatives by `t`: Keys' cubic convolution kernel, (A + 2)|x|^3 - (A + 3)|x|^2 + 1 within 1 and
+    A|x|^3 - 5A|x|^2 + 8A|x| - 4A within 2, at distances 1 + t, t, 1 - t and 2 - t."""
+    a = CUBIC_A
+
+    def near(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return ((a + 2) * x - (a + 3)) * x * x + 1, (3 * (a + 2) * x - 2 * (a + 3)) * x
+
+    def far(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, (3 * a * x - 10 * a) * x + 8 * a
+
+    (w0, d0), (w1, d1), (w2, d2), (w3, d3) = far(1 + t), near(t), near(1 - t), far(2 - t)
+    # d/dt of a weight at distance c + t is its kernel's slope, at distance c - t minus it
+    return [w0, w1, w2, w3], [d0, d1, -d2, -d3]
+
+
+def _bicubic_grid_sampler_backward(
+    grad_output: torch.Tensor,
+    x: torch.Tensor,
+    grid: torch.Tensor,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: Sequence[bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """`aten.grid_sampler_2d_backward`, bicubic: 16 taps per output position, rows of channels as for bilinear."""
+    batch, channels, height, width = x.shape
+    points = batch * math.prod(grid.shape[1:-1])
+    pixels = x.float().movedim(1, -1).reshape(-1, channels)
+    grad_rows = grad_output.float().movedim(1, -1).reshape(points, channels)
+    first_pixel = torch.arange(batch, device=x.device).repeat_interleave(points // batch) * (height * width)
+    ix, x_derivative = _unnormalised(grid[..., 0].float().reshape(points), width, align_corners)
+    iy, y_derivative = _unnormalised(grid[..., 1].float().reshape(points), height, align_corners)
+    x0, y0 = torch.floor(ix), torch.floor(iy)
+    x_weights, x_slopes = _cubic_weights(ix - x0)
+    y_weights, y_slopes = _cubic_weights(iy - y0)
+    grad_pixels = torch.zeros_like(pixels) if output_mask[0] else None
+    grad_x = torch.zeros(points, device=x.device)
+    grad_y = torch.zeros(points, device=x.device)
+    for i, j in itertools.product(range(4), repeat=2):
+        # the tap (x0 - 1 + i, y0 - 1 + j), moved into the image by the padding; outside it after that, no tap
+        tap_x, _ = _padded(x0 + (i - 1), torch.zeros_like(ix), width, padding_mode, align_corners)
+        tap_y, _ = _padded(y0 + (j - 1), torch.zeros_like(iy), height, padding_mode, align_corners)
+        inside = (tap_x >= 0) & (tap_x <= width - 1) & (tap_y >= 0) & (tap_y <= height - 1)
+        row = first_pixel + (
+            torch.where(inside, tap_y, 0.0).to(torch.int64) * width + torch.where(inside, tap_x, 0.0).to(torch.int64)
+        )
+        if grad_pixels is not None:
+            weight = (x_weights[i] * y_weights[j]).unsqueeze(-1)
+            contribution = torch.where(inside.unsqueeze(-1), grad_rows * weight, 0.0)
+            grad_pixels = aten.index_put.default(grad_pixels, [row], contribution, True)
+        if output_mask[1]:
+            weighted = (torch.where(inside.unsqueeze(-1), pixels[row], 0.0) * grad_rows).sum(-1)
+            grad_x = grad_x + weighted * x_slopes[i] * y_weights[j]
+            grad_y = grad_y + weighted * x_weights[i] * y_slopes[j]
+    grad_grid = None
+    if output_mask[1]:
+        grad_grid = torch.stack([grad_x * x_derivative, grad_y * y_derivative], dim=-1).reshape(grid.shape)
+        grad_grid = grad_grid.to(grid.dtype)
+    if grad_pixels is not None:
+        grad_pixels = grad_pixels.reshape(batch, height, width, channels).movedim(-1, 1).contiguous().to(x.dtype)
     return grad_pixels, grad_grid
 
 
@@ -921,6 +1002,36 @@ def geometric(x: torch.Tensor, p: float, *, generator: torch.Generator | None = 
         return NotImplemented
     trials = torch.floor(torch.log1p(-_uniform_like(x)) / math.log1p(-p)) + 1
     return trials.to(x.dtype)
+
+
+RANDINT_SPAN_LIMIT = 2**24  # integers a 24-bit uniform draw (the `rand` stream's) tells apart
+
+
+def randint_low(
+    low: int,
+    high: int,
+    size: Sequence[int],
+    *,
+    dtype: torch.dtype | None = None,
+    generator: torch.Generator | None = None,
+    **factory: Any,
+) -> torch.Tensor:
+    """`aten.randint.low`: low + floor((high - low) * u), the span's integers about equally likely for a 24-bit
+    uniform u (its 2^24 values spread over at most 2^24 integers); a wider span, a generator or a float64 result
+    keeps ATen's op."""
+    dtype = dtype or torch.int64
+    span = int(high) - int(low)
+    if generator is not None or span <= 0 or span > RANDINT_SPAN_LIMIT or dtype == torch.float64:
+        return NotImplemented
+    u = torch.rand(size, dtype=torch.float32, device=factory.get("device"))
+    # a product rounded up to the span itself would be one past the range
+    draws = torch.clamp(torch.floor(u * span), max=span - 1) + int(low)
+    return draws.to(dtype)
+
+
+def randint(high: int, size: Sequence[int], **factory: Any) -> torch.Tensor:
+    """`aten.randint`: `randint.low` from 0."""
+    return randint_low(0, high, size, **factory)
 
 
 def rrelu_with_noise_functional(
@@ -1187,6 +1298,8 @@ def composite_decompositions() -> dict[object, object]:
         aten.frexp.Tensor: frexp,
         aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,
+        aten.randint.default: randint,
+        aten.randint.low: randint_low,
         aten.rand.generator: rand_generator,
         aten.randn.generator: randn_generator,
         aten.exponential.default: exponential,

@@ -10,7 +10,7 @@ name, and its constant is computed on the CPU.
 Output (`float_constants`, `specialise`): the floats whose placeholders are read only through `.item()` and whose
 source is not an argument of the compiled function (an argument may change at every call, a module's constant
 seldom does), each read replaced by the value seen, and the Python scalar arithmetic on such values folded. The
-compiled graph is valid only while each such input keeps that value: `FloatSpecialised` checks the values at
+compiled graph is valid only while each such input keeps that value: `ValueSpecialised` checks the values at
 every call and compiles the graph again for values it has not seen, with a note in
 `neuron_mlir.stats()["size_notes"]`, so a call never runs with a stale constant.
 """
@@ -18,7 +18,7 @@ every call and compiles the graph again for values it has not seen, with a note 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -127,30 +127,40 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-class FloatSpecialised:
-    """A Dynamo graph compiled once per set of values of its float inputs (`float_constants`); `compile` compiles
-    a graph module with the same inputs into what Dynamo calls with the graph's inputs as arguments."""
+class ValueSpecialised:
+    """A Dynamo graph compiled once per set of values of some of its inputs: `values` maps an input's position to
+    the value it had when traced, `specialise(graph_module, values)` makes the graph for a set of values, `read`
+    reads an input's value at a call (`float` for this module's floats), and `compile` compiles a graph module
+    with the same inputs into what Dynamo calls with the graph's inputs as arguments. A call whose inputs hold
+    values not compiled yet compiles the graph again for them, with a note in `stats()["size_notes"]`."""
 
     def __init__(
         self,
         graph_module: torch.fx.GraphModule,
-        values: dict[int, float],
+        values: Mapping[int, Number],
         compile: Callable[[torch.fx.GraphModule], Any],
+        specialise: Callable[[torch.fx.GraphModule, dict[int, Any]], torch.fx.GraphModule] = specialise,
+        read: Callable[[Any], Number] = float,
+        what: str = "float inputs",
     ):
         self.graph_module = graph_module
         self.positions = sorted(values)
         self.compile = compile
-        self.by_values: dict[tuple[float, ...], Any] = {}
+        self.specialise = specialise
+        self.read = read
+        self.what = what
+        self.by_values: dict[tuple[Number, ...], Any] = {}
         self.first = tuple(values[p] for p in self.positions)
-        self.by_values[self.first] = compile(specialise(graph_module, values))
+        self.by_values[self.first] = compile(specialise(graph_module, dict(values)))
 
     def __call__(self, *args: Any) -> Any:
-        seen = tuple(float(args[p]) for p in self.positions)
+        seen = tuple(self.read(args[p]) for p in self.positions)
         compiled = next((c for key, c in self.by_values.items() if all(map(_same, key, seen))), None)
         if compiled is None:
             stats_module.record_size_note(
-                f"float inputs {self.first} of a graph compiled as constants are {seen}: compiled again for them"
+                f"{self.what} {self.first} of a graph compiled as constants are {seen}: compiled again for them"
             )
-            compiled = self.compile(specialise(self.graph_module, dict(zip(self.positions, seen, strict=True))))
+            values = dict(zip(self.positions, seen, strict=True))
+            compiled = self.compile(self.specialise(self.graph_module, values))
             self.by_values[seen] = compiled
         return compiled(*args)

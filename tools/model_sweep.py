@@ -49,6 +49,7 @@ import copy
 import datetime
 import fnmatch
 import hashlib
+import importlib.util
 import inspect
 import json
 import math
@@ -101,6 +102,9 @@ MEL_BINS = 16
 AUDIO_POSITIONS = 16  # encoder positions of audio models: Whisper-like models take twice as many frames
 AUDIO_SAMPLES = 1600  # raw waveform samples (wav2vec2's feature encoder strides by 320)
 MAX_POSITIONS = 512
+FRAMES = 4  # a video's frames
+CONTEXT = 64  # a time series' past values
+NORM_GROUPS = 4  # divides WIDTH and a bottleneck's WIDTH // 4
 PARAMETER_NOISE = 0.02  # the standard deviation of the noise added to every initialised parameter (`build`)
 
 
@@ -219,6 +223,9 @@ _HEAD_NAMES = frozenset(
         *("decoder_attention_heads", "decoder_num_attention_heads", "num_decoder_attention_heads"),
     }
 )
+# the model's own width and heads, where a configuration also names its parts' (in order of preference)
+_MAIN_WIDTH_NAMES = ("hidden_size", "d_model", "n_embd", "dim")
+_MAIN_HEAD_NAMES = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 _KV_HEAD_NAMES = frozenset({"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"})
 _HEAD_DIM_NAMES = frozenset(
     {"head_dim", "attention_head_dim", "d_kv", "kv_channels", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
@@ -329,16 +336,29 @@ def _shrunk_value(
             return min(value, MAX_POSITIONS)
         if name == "max_source_positions":
             return min(value, AUDIO_POSITIONS)
-        if name == "image_size":
+        if name in ("image_size", "crop_size"):
             return min(value, image)
+        if name in ("num_frames", "frames_per_clip"):
+            return min(value, FRAMES)
         if name == "patch_size":
             return min(value, PATCH)
+        if name == "context_length":
+            return min(value, CONTEXT)
         if name == "num_mel_bins":
             return min(value, MEL_BINS)
         if name == "num_queries":
             # object queries a DETR-like decoder picks by top-k among the encoder's positions: a tiny image has
             # a few dozen
             return min(value, QUERIES)
+        if name == "num_windows":
+            # a windowed ViT's windows (LW-DETR's): a square count whose side divides a tiny image's patches
+            return min(value, 4)
+        if name == "num_groups":
+            # group normalisation's groups (BiT) must divide every shrunk width, down to a bottleneck's quarter
+            return min(value, NORM_GROUPS)
+        if name.endswith("_groups") and value > 1 and value == original.get("hidden_size"):
+            # a depthwise convolution over the hidden width (Mimi's upsampling): as wide as the shrunk width
+            return min(value, WIDTH)
     if isinstance(value, dict) and isinstance(value.get("mrope_section"), list | tuple):
         # multimodal rotary sections (time, height, width) split half the head's width: scaled with it
         return {**value, "mrope_section": _scaled_sections(list(value["mrope_section"]), HEAD_DIM // 2)}
@@ -357,25 +377,85 @@ def _shrunk_value(
     return value
 
 
-def shrink_config(config: Any, image: int = IMAGE) -> dict[str, Any]:
+def _without_timm(config: Any) -> Any:
+    """`config`, or where it is a timm backbone's and timm is not installed (it is no dependency of the project:
+    the DETR family defaults to timm's ResNet-50), transformers' own ResNet with the same feature maps."""
+    if getattr(config, "model_type", None) != "timm_backbone" or importlib.util.find_spec("timm") is not None:
+        return config
+    from transformers import ResNetConfig
+
+    return ResNetConfig(num_channels=config.num_channels, out_indices=list(config.out_indices))
+
+
+def _completed_value(name: str, original: dict[str, Any]) -> Any:
+    """A tiny model's value of a size that a configuration's defaults leave unset for a checkpoint to give (ESM's
+    vocabulary, Dots1's experts, the head width Ministral's code reads), or None."""
+    if name == "vocab_size":
+        return VOCAB
+    if name == "pad_token_id" and "vocab_size" in original:
+        return 1  # a vocabulary given here has a padding token too (ESM's position ids skip it)
+    if name in _EXPERT_NAMES:
+        return 4
+    if name in _KV_HEAD_NAMES:  # unset: as many as the queries' (Nemotron)
+        return next((original[h] for h in _MAIN_HEAD_NAMES if _is_int(original.get(h))), None)
+    if name in _TOP_K_NAMES:
+        return 2
+    if name == "n_shared_experts":
+        return 1
+    if name == "prediction_length":  # a forecaster's horizon (the time series transformers)
+        return SEQUENCE
+    if name == "head_dim":
+        heads = next((original[h] for h in _MAIN_HEAD_NAMES if _is_int(original.get(h))), None)
+        width = next((original[w] for w in _MAIN_WIDTH_NAMES if _is_int(original.get(w))), None)
+        return width // heads if heads and width else None
+    return None
+
+
+def shrink_config(config: Any, image: int = IMAGE, complete: bool = False) -> dict[str, Any]:
     """The keyword arguments that build a tiny `type(config)`: every size attribute of `config` (and of its
-    sub-configurations, recursively) cut by `_shrunk_value`, images to `image` pixels, dropout off, the cache off."""
+    sub-configurations, recursively) cut by `_shrunk_value`, images to `image` pixels, dropout off, the cache off.
+    With `complete`, sizes the defaults leave unset are given too (`_completed_value`): for configurations whose
+    defaults do not build a model; a configuration that builds as it is keeps its unset sizes, which may mean
+    a feature is off (Gemma 4's experts)."""
     from transformers import PretrainedConfig
 
     original = {k: v for k, v in vars(config).items() if not k.startswith("_")}
     layers_before = next(
         (original[n] for n in ("num_hidden_layers", "num_layers", "n_layer") if _is_int(original.get(n))), None
     )
+    # a hierarchical model's per-stage lists (Swin V2's `pretrained_window_sizes`) are as long as its layer count
+    # (`num_layers`, the length of its `depths`): the stages stay, each one block deep, and so do those lists
+    if any(isinstance(original.get(n), list | tuple) for n in _STAGE_DEPTH_NAMES):
+        layers_before = None
     changed: dict[str, Any] = {}
     for name, value in original.items():
         if isinstance(value, PretrainedConfig):
+            value = _without_timm(value)
             sub = value.to_dict()
-            sub.update(shrink_config(value, image))
+            sub.update(shrink_config(value, image, complete))
             changed[name] = sub
             continue
         new = _shrunk_value(name, value, original, layers_before, image)
         if new is not value and new != value:
             changed[name] = new
+    # Mamba-2's heads tile its expanded width (hidden size x expand = heads x head width) and its groups divide
+    # its heads: the head width follows the shrunk sizes
+    sizes = {**original, **changed}
+    if all(_is_int(sizes.get(n)) for n in ("hidden_size", "expand", "num_heads", "head_dim")) and (
+        original["hidden_size"] * original["expand"] == original["num_heads"] * original["head_dim"]
+    ):
+        changed["head_dim"] = sizes["hidden_size"] * sizes["expand"] // sizes["num_heads"]
+        if _is_int(original.get("n_groups")):
+            changed["n_groups"] = math.gcd(original["n_groups"], sizes["num_heads"])
+    # a mixture of experts whose defaults name the experts but not how many a token takes (DeepSeek-V2)
+    if any(_is_int(original.get(n)) for n in _EXPERT_NAMES):
+        for name in _TOP_K_NAMES & {n for n, v in original.items() if v is None}:
+            changed[name] = 2
+    if complete:
+        for name, value in original.items():
+            filled = _completed_value(name, {**original, **changed}) if value is None else None
+            if filled is not None:
+                changed[name] = filled
     # special tokens beyond the shrunk vocabulary move to its end (distinct ids, so pad stays apart from eos)
     vocab = changed.get("vocab_size", original.get("vocab_size"))
     if isinstance(vocab, int):
@@ -425,12 +505,12 @@ def shrink_config(config: Any, image: int = IMAGE) -> dict[str, Any]:
     return changed
 
 
-def tiny_config(model_type: str, image: int = IMAGE) -> Any:
+def tiny_config(model_type: str, image: int = IMAGE, complete: bool = False) -> Any:
     """The configuration class of `model_type` at its defaults, shrunk (`shrink_config`)."""
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
-    return type(default)(**shrink_config(default, image))
+    return type(default)(**shrink_config(default, image, complete))
 
 
 # -- inputs ------------------------------------------------------------------------------------------------------
@@ -480,9 +560,40 @@ def _audio_features(config: Any, generator: Any, frames_last: bool) -> Any:
     return torch.randn(BATCH, 4 * AUDIO_POSITIONS, int(per_channel) * int(channels), generator=generator)
 
 
+def _patch_grid(config: Any) -> Any:
+    """(time, height, width) in patches of each of a batch of images, for vision towers that take their images as
+    flattened patches (Qwen2-VL and the models built like it): a square of two merged patches a side."""
+    import torch
+
+    side = 2 * int(_setting(config, "spatial_merge_size", "merge_size", default=1))
+    return torch.tensor([[1, side, side]] * BATCH)
+
+
+def _flat_patches(config: Any, generator: Any) -> Any:
+    """The patches `_patch_grid` counts, each flattened over channels, frames and pixels."""
+    import torch
+
+    channels = int(_setting(config, "in_channels", "num_channels", default=3))
+    frames = int(_setting(config, "temporal_patch_size", default=1))
+    patch = int(_setting(config, "patch_size", default=PATCH))
+    patches = int(_patch_grid(config).prod(dim=1).sum())
+    return torch.randn(patches, channels * frames * patch * patch, generator=generator)
+
+
+def _time_series(config: Any, generator: Any, padding: bool = False) -> Any:
+    import torch
+
+    # with the lags a forecaster reads before its context (the time series transformers' `lags_sequence`)
+    context = int(_setting(config, "context_length", "prediction_length", default=SEQUENCE))
+    context += max(_setting(config, "lags_sequence", default=[0]))
+    channels = _setting(config, "num_input_channels")
+    shape = (BATCH, context) if channels is None or padding else (BATCH, context, int(channels))
+    return torch.zeros(shape) if padding else torch.randn(*shape, generator=generator)
+
+
 # Layouts `make_inputs` can try, in order, until eager accepts one: the argument names do not say whether audio
-# features put the frames last (Whisper) or the features (conformers); the last variant is a vision-language
-# model's text alone (`TEXT_ONLY`).
+# features put the frames last (Whisper) or the features (conformers), nor whether a waveform has a channel
+# dimension (the codecs'); the last variant is a vision-language model's text alone (`TEXT_ONLY`).
 INPUT_VARIANTS = 3
 TEXT_ONLY = 2
 
@@ -532,7 +643,31 @@ def make_inputs(
         elif name == "input_features":
             inputs[name] = _audio_features(config, generator, frames_last=variant == 0)
         elif name == "input_values":
-            inputs[name] = torch.randn(BATCH, AUDIO_SAMPLES, generator=generator)
+            # a waveform: (batch, samples) for speech encoders, or with its channels (batch, channels, samples) for
+            # the audio codecs (EnCodec, DAC, Mimi), the second layout tried
+            channels = int(_setting(config, "audio_channels", default=1))
+            shape = (BATCH, channels, AUDIO_SAMPLES) if variant == 1 else (BATCH, AUDIO_SAMPLES)
+            inputs[name] = torch.randn(*shape, generator=generator)
+        elif name == "hidden_states" and "grid_thw" in parameters:
+            inputs[name] = _flat_patches(config, generator)
+        elif name in ("grid_thw", "image_grid_thw"):
+            inputs[name] = _patch_grid(config)
+        elif name == "pixel_values_videos":
+            frames = int(_setting(config, "num_frames", "frames_per_clip", default=FRAMES))
+            inputs[name] = torch.stack([_image(config, generator, image) for _ in range(frames)], dim=1)
+        elif name in ("past_values", "past_values_padding"):
+            # a time series: (batch, context, channels) where the model forecasts several channels, else
+            # (batch, context); the padding of each position (none) beside it
+            inputs[name] = _time_series(config, generator, padding=name == "past_values_padding")
+        elif name in ("past_time_features", "past_observed_mask"):
+            series = _time_series(config, generator)
+            if name == "past_observed_mask":
+                inputs[name] = torch.ones_like(series)
+            else:
+                features = int(_setting(config, "num_time_features", default=0))
+                inputs[name] = torch.randn(*series.shape[:2], features, generator=generator)
+        elif name == "freq":
+            inputs[name] = torch.zeros(BATCH, 1, dtype=torch.long)  # the series' frequency class (high)
         elif name == "inputs_embeds":
             inputs[name] = torch.randn(
                 BATCH, SEQUENCE, int(_setting(config, "hidden_size", default=WIDTH)), generator=generator
@@ -753,14 +888,24 @@ def build(architecture: Architecture, image: int = IMAGE) -> tuple[Any, Any]:
     import torch
     import transformers
 
-    config = tiny_config(architecture.model_type, image)
     model_class = getattr(transformers, architecture.name)
-    wanted = getattr(model_class, "config_class", None)
-    if isinstance(wanted, type) and not isinstance(config, wanted):
-        # a part of a composite model (a vision tower): built from the sub-configuration of its class
-        config = next((v for v in vars(config).values() if isinstance(v, wanted)), config)
-    torch.manual_seed(0)
-    model = model_class(config)
+
+    def constructed(complete: bool) -> tuple[Any, Any]:
+        config = tiny_config(architecture.model_type, image, complete)
+        wanted = getattr(model_class, "config_class", None)
+        if isinstance(wanted, type) and not isinstance(config, wanted):
+            # a part of a composite model (a vision tower): built from the sub-configuration of its class
+            config = next((v for v in vars(config).values() if isinstance(v, wanted)), config)
+        torch.manual_seed(0)
+        return model_class(config), config
+
+    try:
+        model, config = constructed(complete=False)
+    except Exception as error:
+        try:  # defaults that leave a size for a checkpoint to give: given
+            model, config = constructed(complete=True)
+        except Exception:
+            raise error from None
     model.train()
     # Weights some models initialise to a constant (zero router gates, unit scales) would leave ties, e.g. equal
     # scores for top-k routing, whose order eager leaves unspecified: every parameter gets a little noise.
@@ -774,6 +919,28 @@ def build(architecture: Architecture, image: int = IMAGE) -> tuple[Any, Any]:
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
     return model, config
+
+
+def _float32_as_float64() -> Any:
+    """A torch function mode under which code that names float32 gets float64 (`dtype=torch.float32`,
+    `.float()`, `.to(torch.float32)`): the float64 reference run of a model that makes float32 tensors of its own
+    (SLANet's decoder state, its one-hot tokens) is then float64 throughout, as `.double()` makes its weights."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def wider(value: Any) -> Any:
+        return torch.float64 if value is torch.float32 else value
+
+    class Float32AsFloat64(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = {k: wider(v) for k, v in (kwargs or {}).items()}
+            if func is torch.Tensor.float:
+                func = torch.Tensor.double
+            elif func is torch.Tensor.to:
+                args = tuple(wider(a) for a in args)
+            return func(*args, **kwargs)
+
+    return Float32AsFloat64()
 
 
 def _normalises_batches(model: Any) -> bool:
@@ -846,7 +1013,8 @@ def run_architecture(
         double = copy.deepcopy(model).double()
         inputs64 = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
         torch.manual_seed(0)
-        return _run_steps(double, double, inputs64, [projection[0].double()])
+        with _float32_as_float64():
+            return _run_steps(double, double, inputs64, [projection[0].double()])
 
     save(result)
     for backend in backends:

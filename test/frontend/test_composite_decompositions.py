@@ -316,7 +316,8 @@ def test_grid_sampler_backward_matches_aten(rank: int, align_corners: bool) -> N
     grid = torch.rand(2, *((4, 6) if rank == 2 else (2, 3, 4)), rank) * 2.6 - 1.3
     grad = torch.randn(2, 3, *grid.shape[1:-1])
     op = torch.ops.aten.grid_sampler_2d_backward if rank == 2 else torch.ops.aten.grid_sampler_3d_backward
-    for interpolation, padding in [(0, 0), (0, 1), (0, 2), (1, 0), (1, 2)]:
+    bicubic = [(2, 0), (2, 1), (2, 2)] if rank == 2 else []  # ATen has no 3-D bicubic
+    for interpolation, padding in [(0, 0), (0, 1), (0, 2), (1, 0), (1, 2), *bicubic]:
         for mask in ([True, True], [False, True]):
             expected = op(grad, x, grid, interpolation, padding, align_corners, mask)
             got = cd.grid_sampler_backward(grad, x, grid, interpolation, padding, align_corners, mask)
@@ -327,9 +328,10 @@ def test_grid_sampler_backward_matches_aten(rank: int, align_corners: bool) -> N
 
 
 @pytest.mark.usefixtures("fresh_compiler")
-@pytest.mark.parametrize(("mode", "padding"), [("bilinear", "zeros"), ("nearest", "border")])
+@pytest.mark.parametrize(("mode", "padding"), [("bilinear", "zeros"), ("nearest", "border"), ("bicubic", "border")])
 def test_grid_sample_trains_without_fallback(mode: str, padding: str) -> None:
-    # deformable attention (Deformable DETR, Grounding DINO, D-FINE) samples its values this way
+    # deformable attention (Deformable DETR, Grounding DINO, D-FINE) samples its values this way; GLM-4V's vision
+    # tower resizes its position embeddings bicubically
     torch.manual_seed(0)
     x = torch.randn(2, 16, 9, 11, requires_grad=True)
     grid = (torch.rand(2, 7, 8, 2) * 2.4 - 1.2).requires_grad_()
@@ -365,3 +367,30 @@ def test_fractional_max_pooling_equals_aten_exactly(dtype: torch.dtype) -> None:
             expected_values, expected_indices = op(x, kernel, output, samples)
             assert torch.equal(values, expected_values), (op, shape)
             assert torch.equal(indices, expected_indices), (op, shape)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_randint_draws_on_the_device_within_its_range():
+    # Informer's ProbSparse attention samples its keys with randint: drawn from the compiled uniform stream
+    def draws(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randint(7, (n, 1000)), torch.randint(-3, 2, (n, 1000), dtype=torch.int32)
+
+    compiled = torch.compile(draws, backend="neuron-mlir")
+    torch.manual_seed(0)
+    below_seven, around_zero = compiled(20)
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    assert (below_seven.dtype, around_zero.dtype) == (torch.int64, torch.int32)
+    for values, low, high in ((below_seven, 0, 7), (around_zero, -3, 2)):
+        counts = torch.bincount((values - low).flatten().long(), minlength=high - low)
+        assert counts.numel() == high - low  # nothing outside [low, high)
+        expected = values.numel() / (high - low)
+        assert (counts - expected).abs().max() < 5 * math.sqrt(expected), counts  # each value about as often
+    torch.manual_seed(0)
+    assert torch.equal(compiled(20)[0], below_seven)  # reproducible under the seed
+    assert not torch.equal(compiled(20)[0], below_seven)  # and a new draw at the next call
+
+
+def test_randint_keeps_atens_op_beyond_24_bits():
+    assert cd.randint(2**25, (3,)) is NotImplemented
+    assert cd.randint_low(0, 5, (3,), generator=torch.Generator()) is NotImplemented

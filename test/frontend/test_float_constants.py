@@ -8,7 +8,7 @@ import torch
 from support import assert_close_to_torch
 
 import neuron_mlir
-from neuron_mlir.frontend.float_constants import FloatSpecialised, float_constants, fold_scalar_arithmetic, specialise
+from neuron_mlir.frontend.float_constants import ValueSpecialised, float_constants, fold_scalar_arithmetic, specialise
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -83,7 +83,7 @@ def test_a_float_that_changes_is_compiled_again_for_its_value():
             compiles.append(specialised)
             return specialised.forward
 
-        return FloatSpecialised(graph_module, float_constants(graph_module), compile)
+        return ValueSpecialised(graph_module, float_constants(graph_module), compile)
 
     compiled = torch.compile(_scaled, backend=backend, dynamic=True)
     x = torch.randn(3, 4)

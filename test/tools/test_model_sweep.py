@@ -83,6 +83,85 @@ def test_tiny_configurations():
     # a depth head's four feature maps from its ViT backbone's layers 9-12: four layers, all of them outputs
     backbone = model_sweep.tiny_config("depth_anything").backbone_config
     assert (backbone.num_hidden_layers, backbone.out_features) == (4, ["stage1", "stage2", "stage3", "stage4"])
+    # group normalisation's groups divide a bottleneck's shrunk width (BiT); a depthwise upsampling over the
+    # hidden width stays depthwise (Mimi); a time series' context and a video's frames shrink like an image
+    assert model_sweep.tiny_config("bit").num_groups == model_sweep.NORM_GROUPS
+    mimi = model_sweep.tiny_config("mimi")
+    assert mimi.upsample_groups == mimi.hidden_size == model_sweep.WIDTH
+    assert model_sweep.tiny_config("patchtst").context_length == 32
+    assert model_sweep.tiny_config("timesfm").context_length == model_sweep.CONTEXT
+    assert model_sweep.tiny_config("vivit").num_frames == model_sweep.FRAMES
+    # Mamba-2's heads tile its expanded width; a hierarchical model keeps a per-stage list per stage (Swin V2);
+    # a windowed ViT's windows fit a tiny image (LW-DETR)
+    mamba2 = model_sweep.tiny_config("mamba2")
+    assert mamba2.hidden_size * mamba2.expand == mamba2.num_heads * mamba2.head_dim
+    assert mamba2.num_heads % mamba2.n_groups == 0
+    swinv2 = model_sweep.tiny_config("swinv2")
+    assert len(swinv2.pretrained_window_sizes) == len(swinv2.depths)
+    assert model_sweep.tiny_config("lw_detr_vit").num_windows == 4
+
+
+def test_a_timm_backbone_becomes_transformers_resnet():
+    # the DETR family defaults to timm's ResNet-50, and timm is no dependency: transformers' own ResNet, with the
+    # same feature maps, shrunk like any backbone
+    backbone = model_sweep.tiny_config("detr").backbone_config
+    assert backbone.model_type == "resnet"
+    assert backbone.out_indices == [1, 2, 3, 4]
+    assert max(backbone.hidden_sizes) == model_sweep.WIDTH
+
+
+def test_sizes_the_defaults_leave_unset_are_given_only_where_needed(every_architecture):
+    # ESM leaves its vocabulary and Ministral its head width to a checkpoint: their defaults build no model, so
+    # the sweep completes them; Gemma 4 builds as it is, and its unset expert count (no mixture of experts) stays
+    assert model_sweep.tiny_config("esm").vocab_size is None
+    esm = model_sweep.tiny_config("esm", complete=True)
+    assert (esm.vocab_size, esm.pad_token_id) == (model_sweep.VOCAB, 1)  # its position ids skip the padding
+    assert model_sweep.tiny_config("ministral", complete=True).head_dim == model_sweep.HEAD_DIM
+    nemotron = model_sweep.tiny_config("nemotron", complete=True)  # unset key/value heads: one per query head
+    assert nemotron.num_key_value_heads == nemotron.num_attention_heads
+    for name in ("EsmForMaskedLM", "MinistralForCausalLM"):
+        model, config = model_sweep.build(every_architecture[name])
+        assert model_sweep.make_inputs(model, config, every_architecture[name])
+    _, gemma4 = model_sweep.build(every_architecture["Gemma4ForCausalLM"])
+    assert gemma4.num_experts is None
+    # DeepSeek-V2 names its experts but not how many a token takes: a tiny top-k, or its router's top-k fails
+    assert model_sweep.tiny_config("deepseek_v2").num_experts_per_tok == 2
+
+
+def test_a_vision_tower_of_flattened_patches_gets_them_with_their_grid(every_architecture):
+    # Qwen3-VL's vision tower takes each image's patches flattened over channels, frames and pixels, and the
+    # images' (time, height, width) in patches: two merged patches a side
+    architecture = every_architecture["Qwen3VLVisionModel"]
+    model, config = model_sweep.build(architecture)
+    inputs = model_sweep.make_inputs(model, config, architecture)
+    side = 2 * config.spatial_merge_size
+    assert inputs["grid_thw"].tolist() == [[1, side, side]] * 2
+    flattened = config.in_channels * config.temporal_patch_size * config.patch_size**2
+    assert tuple(inputs["hidden_states"].shape) == (2 * side * side, flattened)
+    model(**inputs)  # eager runs it
+
+
+def test_time_series_and_video_inputs(every_architecture):
+    patchtst = every_architecture["PatchTSTModel"]
+    model, config = model_sweep.build(patchtst)
+    assert tuple(model_sweep.make_inputs(model, config, patchtst)["past_values"].shape) == (2, 32, 1)
+    timesfm = every_architecture["TimesFmModel"]
+    model, config = model_sweep.build(timesfm)
+    inputs = model_sweep.make_inputs(model, config, timesfm)
+    assert tuple(inputs["past_values"].shape) == tuple(inputs["past_values_padding"].shape) == (2, 64)
+    assert tuple(inputs["freq"].shape) == (2, 1)
+    # a forecaster without a horizon in its defaults gets one; its past reaches back over its lags too
+    forecaster = every_architecture["TimeSeriesTransformerModel"]
+    model, config = model_sweep.build(forecaster)
+    inputs = model_sweep.make_inputs(model, config, forecaster)
+    assert config.prediction_length == model_sweep.SEQUENCE
+    past = config.context_length + max(config.lags_sequence)
+    assert tuple(inputs["past_values"].shape) == tuple(inputs["past_observed_mask"].shape) == (2, past)
+    assert tuple(inputs["past_time_features"].shape) == (2, past, config.num_time_features)
+    model(**inputs)  # eager runs it
+    vjepa2 = every_architecture["VJEPA2Model"]
+    model, config = model_sweep.build(vjepa2)
+    assert tuple(model_sweep.make_inputs(model, config, vjepa2)["pixel_values_videos"].shape) == (2, 4, 3, 32, 32)
 
 
 def test_inputs_by_argument_name(every_architecture):
@@ -236,3 +315,35 @@ def test_the_results_record_seeds_the_cache_and_keeps_other_classes(tmp_path):
     assert kept.commit == "c3"
     assert model_sweep.load_cached(cache, "BModel") == rerun
     assert model_sweep.load_cached(cache, "CModel") is None
+
+
+def test_the_float64_reference_widens_what_a_model_makes_in_float32():
+    # SLANet's decoder makes its state and one-hot tokens in float32 whatever its weights: under the reference
+    # run's mode they are float64 too, so the reference exists
+    import torch
+
+    class MakesFloat32(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            state = torch.zeros(x.shape, dtype=torch.float32)
+            tokens = torch.nn.functional.one_hot(x.argmax(-1), 4).float()
+            return self.linear(state + tokens.to(torch.float32)) + x
+
+    model = MakesFloat32().double()
+    with pytest.raises(RuntimeError):
+        model(torch.randn(2, 4, dtype=torch.float64))
+    with model_sweep._float32_as_float64():
+        assert model(torch.randn(2, 4, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_an_audio_codec_gets_a_waveform_with_its_channels(every_architecture):
+    # speech encoders take (batch, samples); the codecs (EnCodec, DAC, Mimi) (batch, channels, samples): tried next
+    architecture = every_architecture["EncodecModel"]
+    model, config = model_sweep.build(architecture)
+    assert model_sweep.make_inputs(model, config, architecture)["input_values"].dim() == 2
+    waveform = model_sweep.make_inputs(model, config, architecture, variant=1)["input_values"]
+    assert tuple(waveform.shape) == (2, config.audio_channels, model_sweep.AUDIO_SAMPLES)
+    model(input_values=waveform)  # eager runs it
