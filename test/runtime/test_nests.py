@@ -300,6 +300,82 @@ def test_races_between_a_nest_and_what_comes_before_or_after_it(before, after, n
         assert nest_checks
 
 
+@pytest.fixture
+def found_by_nest_check(monkeypatch) -> list[bool]:
+    """Records each race the check of a nest as a whole finds (`RaceChecker._overlapping` raising)."""
+    found: list[bool] = []
+    original = races.RaceChecker._overlapping
+
+    def overlapping(self, *args):
+        try:
+            original(self, *args)
+        except races.RaceFound:
+            found.append(True)
+            raise
+
+    monkeypatch.setattr(races.RaceChecker, "_overlapping", overlapping)
+    return found
+
+
+def access_before_a_nest(kind: str, ordered: bool, late: int = 6, trips: int = 8) -> Program:
+    """Queue 5 writes (`kind` "write") or reads ("read") block `late` of y; then a nest on queue 1 stores block i
+    of y in lane i, waiting on that access only if `ordered`. Unordered, the two meet in lane `late` alone."""
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 8 * trips), "f32")
+    t, u = b.sbuf("t", (16, 8), "f32"), b.sbuf("u", (16, 8), "f32")
+    load = b.dma(b.ap(t), b.ap(x), queue=3)
+    block = b.ap(y, [(8 * trips, 16), (1, 8)], offset=8 * late)
+    if kind == "write":
+        before = b.dma(block, b.ap(t), queue=5, waits=[load])
+    else:
+        before = b.dma(b.ap(u), block, queue=5)
+    with b.loop(0, trips) as i:
+        column = b.scalar(b.reg(), "mul", i, 8)
+        waits = [load, before] if ordered else [load]
+        b.dma(b.ap(y, [(8 * trips, 16), (1, 8)], reg=column), b.ap(t), queue=1, waits=waits, id=77)
+    return b.build()
+
+
+@pytest.mark.parametrize("kind", ["write", "read"])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_an_access_before_a_nest_meeting_a_late_lane_is_found_by_the_nest_check(
+    kind, ordered, nest_checks, found_by_nest_check
+):
+    program = access_before_a_nest(kind, ordered)
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    assert assert_runs_agree(program, [x]) == (not ordered)
+    assert nest_checks
+    assert bool(found_by_nest_check) == (not ordered)  # the nest check found it, not a lane issued one by one
+
+
+def two_nests(last: int, second_trips: int, trips: int = 8) -> Program:
+    """A nest on queue 1 stores block i of y in lane i (of `trips`); a second nest on queue 2, ordered with the first
+    by nothing, stores block `last` - i in lane i (of `second_trips`), so counting down it meets the first nest's
+    blocks from `trips` - 1 to `last` - `second_trips` + 1."""
+    b = ProgramBuilder("trn2")
+    blocks = 2 * trips
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 8 * blocks), "f32")
+    t = b.sbuf("t", (16, 8), "f32")
+    load = b.dma(b.ap(t), b.ap(x), queue=3)
+    for queue in (1, 2):
+        with b.loop(0, second_trips if queue == 2 else trips) as i:
+            column = b.scalar(b.reg(), "mul", i, 8)
+            if queue == 2:
+                b.scalar(column, "sub", 8 * last, column)
+            b.dma(b.ap(y, [(8 * blocks, 16), (1, 8)], reg=column), b.ap(t), queue=queue, waits=[load])
+    return b.build()
+
+
+@pytest.mark.parametrize(("second_trips", "meets"), [(8, False), (14, True), (16, True)])
+def test_a_nest_meeting_an_earlier_nest_in_a_late_lane_gets_the_plain_verdict(second_trips, meets, nest_checks):
+    """Counting down from block 15, the second nest meets the first from its lane 8 on: with 14 lanes only the
+    first nest's lanes 2 to 7, which its check as a whole recorded (not the lanes that settled one by one)."""
+    program = two_nests(15, second_trips)
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    assert assert_runs_agree(program, [x]) == meets
+    assert nest_checks
+
+
 def pipelined(drop: tuple[int, int] | None, trips: int = 10) -> Program:
     """Load (two queues alternating buffers), compute on two engines, store: a software pipeline whose waits come
     from the builder, minus the wait `drop` (instruction position, wait position), if any."""
