@@ -576,30 +576,37 @@ class RaceChecker:
             if self._overlap(other, other_shift, sites[later], shifts[later]) is not None:
                 raise RaceFound
 
-        # nests checked as a whole earlier
-        for memory_id, groups in self.nest_records.items():
-            in_memory = memory == memory_id
-            if not in_memory.any():
-                continue
-            for group in groups:
-                for nest in group:
-                    if not nest.alive:
-                        continue
-                    other = nest.site
-                    near = (
-                        in_memory
-                        & (queue != nest.queue)
-                        & (writes | other.is_write)
-                        & (view[:, nest.queue] < nest.last_seq)
-                        & (nest.lo < hi)
-                        & (lo < nest.hi)
-                        & (other.partition_start < p1)
-                        & (p0 < other.partition_end)
-                    )
-                    for later in np.flatnonzero(near).tolist():
-                        known = int(view[later, nest.queue])
-                        relative = shifts[later] - nest.shifts[nest.unordered_from(known) :]
-                        self._overlapping(other, 0, sites[later], relative)
+        # nests checked as a whole earlier: the pairs of an access and a nest whose hulls meet, at once
+        in_use = set(memory.tolist())
+        nests = [
+            nest
+            for memory_id, groups in self.nest_records.items()
+            if memory_id in in_use
+            for group in groups
+            for nest in group
+            if nest.alive
+        ]
+        if not nests:
+            return
+        later, other = _crossing_pairs(
+            memory, lo, hi,
+            np.array([nest.site.memory_id for nest in nests], dtype=np.int64),
+            np.array([nest.lo for nest in nests], dtype=np.int64),
+            np.array([nest.hi for nest in nests], dtype=np.int64),
+        )  # fmt: skip
+        nest_queue = np.array([nest.queue for nest in nests], dtype=np.int64)[other]
+        near = (
+            (queue[later] != nest_queue)
+            & (writes[later] | np.array([nest.site.is_write for nest in nests], dtype=bool)[other])
+            & (view[later, nest_queue] < np.array([nest.last_seq for nest in nests], dtype=np.int64)[other])
+            & (np.array([nest.site.partition_start for nest in nests], dtype=np.int64)[other] < p1[later])
+            & (p0[later] < np.array([nest.site.partition_end for nest in nests], dtype=np.int64)[other])
+        )
+        for access, j in zip(later[near].tolist(), other[near].tolist(), strict=True):
+            nest = nests[j]
+            known = int(view[access, nest.queue])
+            relative = shifts[access] - nest.shifts[nest.unordered_from(known) :]
+            self._overlapping(nest.site, 0, sites[access], relative)
 
     def _forget(self, record: _Record) -> None:
         """Remove a record that is no longer alive from the index by site and shift."""
