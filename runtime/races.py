@@ -699,47 +699,58 @@ class RaceChecker:
         slopes = anchor - previous
         if not ((slopes == 0) | (slopes == step[None, :])).all():
             return None
+        width = len(positions)
+        queues = np.array([plan.queue for plan in positions], dtype=np.int64)
+        if (slopes[np.arange(width), queues] != step[queues]).any():
+            return None
+        # Each position's references at the last base lane, as rows of `values` (positions' clocks at the last base
+        # lane, then at the one before, then the entry clocks of waits on instructions outside the nest): its
+        # queue's previous instance, then the latest instance of each wait.
+        entries = list(entry_clocks)
+        entry_row = {wait: 2 * width + number for number, wait in enumerate(entries)}
         latest: dict[int, int] = {}  # plan -> its latest position so far in the lane
         last_of_plan = {plan.index: position for position, plan in enumerate(positions)}
         last_on_queue = {plan.queue: position for position, plan in enumerate(positions)}
         previous_on_queue: dict[int, int] = {}
+        rows: list[int] = []
+        starts: list[int] = []
         for position, plan in enumerate(positions):
-            if slopes[position, plan.queue] != step[plan.queue]:
-                return None
-            values, growing = [], []  # references at the last base lane: their entries and which of them grow
+            starts.append(len(rows))
             if plan.queue in previous_on_queue:
-                reference = previous_on_queue[plan.queue]
-                values.append(anchor[reference])
+                rows.append(previous_on_queue[plan.queue])
             else:
-                reference = last_on_queue[plan.queue]
-                values.append(previous[reference])
-            growing.append(slopes[reference] > 0)
+                rows.append(width + last_on_queue[plan.queue])
             for wait in plan.waits:
                 if wait in latest:
-                    values.append(anchor[latest[wait]])
-                    growing.append(slopes[latest[wait]] > 0)
+                    rows.append(latest[wait])
                 elif wait in last_of_plan:
-                    values.append(previous[last_of_plan[wait]])
-                    growing.append(slopes[last_of_plan[wait]] > 0)
-                elif wait in entry_clocks:
-                    values.append(np.array(entry_clocks[wait], dtype=np.int64))
-                    growing.append(np.zeros(self.queues, bool))
-            table, grows = np.array(values), np.array(growing)
-            lowest = -(2**62)  # below any clock entry, and far from overflowing when grown
-            top_growing = np.where(grows, table, lowest).max(axis=0)
-            top_still = np.where(grows, lowest, table).max(axis=0)
-            expected = slopes[position] > 0
-            any_growing = grows.any(axis=0)
-            holds = np.where(
-                expected,
-                any_growing & (top_growing >= top_still),
-                ~any_growing | (top_growing + remaining * step <= top_still),
-            )
-            holds[plan.queue] = True  # the own entry is the sequence number
-            if not holds.all():
-                return None
+                    rows.append(width + last_of_plan[wait])
+                elif wait in entry_row:
+                    rows.append(entry_row[wait])
             latest[plan.index] = position
             previous_on_queue[plan.queue] = position
+        growth = slopes > 0
+        values = [anchor, previous]
+        grows_of = [growth, growth]
+        if entries:
+            values.append(np.array([entry_clocks[wait] for wait in entries], dtype=np.int64))
+            grows_of.append(np.zeros((len(entries), self.queues), bool))
+        index = np.array(rows, dtype=np.int64)
+        table = np.concatenate(values)[index]
+        grows = np.concatenate(grows_of)[index]
+        lowest = -(2**62)  # below any clock entry, and far from overflowing when grown
+        first_rows = np.array(starts, dtype=np.int64)
+        top_growing = np.maximum.reduceat(np.where(grows, table, lowest), first_rows, axis=0)
+        top_still = np.maximum.reduceat(np.where(grows, lowest, table), first_rows, axis=0)
+        any_growing = np.logical_or.reduceat(grows, first_rows, axis=0)
+        holds = np.where(
+            growth,
+            any_growing & (top_growing >= top_still),
+            ~any_growing | (top_growing + remaining * step[None, :] <= top_still),
+        )
+        holds[np.arange(width), queues] = True  # the own entry is the sequence number
+        if not holds.all():
+            return None
         return anchor, slopes
 
     def _check_against_records(
@@ -932,12 +943,12 @@ class RaceChecker:
                     continue
                 lane_shifts = shifts.of(position, op)
                 self._replace(site, plan.queue, lane_shifts)
-                nest = _NestRecord(site, plan.queue, lane_shifts, first_seq, growth)
-                if known is not None:
-                    first = nest.unordered_from(known[plan.queue])
+                first = 0  # the first lane some instance still to come is not ordered after (`unordered_from`)
+                if known is not None and known[plan.queue] >= first_seq:
+                    first = (known[plan.queue] - first_seq) // growth + 1
                     if first >= lane_shifts.size:
                         continue  # every instance still to come is ordered after all of them
-                    nest = _NestRecord(site, plan.queue, lane_shifts[first:], first_seq + first * growth, growth)
+                nest = _NestRecord(site, plan.queue, lane_shifts[first:], first_seq + first * growth, growth)
                 nests = self.nest_records.get(site.memory_id)
                 if nests is None:
                     nests = self.nest_records[site.memory_id] = ([], [])
@@ -950,8 +961,13 @@ class RaceChecker:
         by_shift = self.by_site.get(id(site))
         if not by_shift:
             return
-        present = np.fromiter(by_shift.keys(), dtype=np.int64, count=len(by_shift))
-        for shift in present[np.isin(present, lane_shifts)].tolist():
+        if lane_shifts.size <= _SMALL_LANES:  # a set of a few Python ints beats NumPy's calls
+            lanes = set(lane_shifts.tolist())
+            found = [shift for shift in by_shift if shift in lanes]
+        else:
+            present = np.fromiter(by_shift.keys(), dtype=np.int64, count=len(by_shift))
+            found = present[np.isin(present, lane_shifts)].tolist()
+        for shift in found:
             for old in by_shift.pop(shift):
                 if old.alive:
                     old.alive = False
@@ -1025,6 +1041,9 @@ class _Operands:
         hulls = np.array([shifts.hull(position, op) for position, op in self.items], dtype=np.int64).reshape(-1, 2)
         self.lo, self.hi = hulls[:, 0], hulls[:, 1]
 
+
+# Lane counts up to which `RaceChecker._replace` compares shifts as Python sets.
+_SMALL_LANES = 64
 
 # Largest number of elements (over all lanes) `_disjoint` marks in a byte mask.
 _MAX_DISJOINT_ELEMENTS = 1 << 22
