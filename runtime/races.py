@@ -15,8 +15,11 @@ seen it (`RaceChecker`).
 A traced loop nest (`runtime.lanes`) can be checked as a whole (`RaceChecker.issue_lanes`): its lanes issue the
 same instructions, so once their clocks settle, happens-before repeats from lane to lane with a fixed growth,
 proved from the references of every clock; unordered pairs are then bounds on lane distances, conflicts byte
-overlaps over all lanes at once. Its verdict is the instance-by-instance one; a race it finds is reported by
-running the program instance by instance (`RaceFound`), so the first race and its words are always the same.
+overlaps over all lanes at once. The pairs to test (of the nest's operands with one another, with the records, with
+earlier nests) are those whose byte hulls meet, found by sorting the hulls, and filtered by queue, kind, partitions
+and happens-before as arrays, so the check costs no Python step per record or per pair of operands that cannot
+meet. Its verdict is the instance-by-instance one; a race it finds is reported by running the program instance by
+instance (`RaceFound`), so the first race and its words are always the same.
 
 Single instances may be checked in batches (`RaceChecker(deferred=True)`, the simulator's fast path): their
 clocks advance as they issue, and `flush` checks up to `FLUSH_EVERY` of them at once against each other and the
