@@ -903,12 +903,14 @@ class RaceChecker:
             i, op_a = operands.items[k]
             j, op_b = operands.items[m]
             shifts_a, shifts_b = shifts.of(i, op_a), shifts.of(j, op_b)
-            # every distance d in [low, high) at once: lane t of a against lane t + d of b
-            lengths = lanes_here - np.arange(low, high)
-            total = int(lengths.sum())
-            lane = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            distance = np.repeat(np.arange(low, high), lengths)
-            self._overlapping(op_a.site, 0, op_b.site, shifts_b[lane + distance] - shifts_a[lane])
+            # the distances d in [low, high) a group at a time: lane t of a against lane t + d of b, for a group's
+            # distances at once (groups of at most _PAIR_ELEMENTS lanes, or one distance)
+            group = max(1, _PAIR_ELEMENTS // lanes_here)
+            for first in range(low, high, group):
+                lengths = lanes_here - np.arange(first, min(first + group, high))
+                lane = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+                distance = np.repeat(np.arange(first, first + lengths.size), lengths)
+                self._overlapping(op_a.site, 0, op_b.site, shifts_b[lane + distance] - shifts_a[lane])
         return True
 
     def _overlapping(self, a: AccessSite, a_shift: int, b: AccessSite, relative: np.ndarray) -> None:
@@ -1044,6 +1046,9 @@ class _Operands:
         hulls = np.array([shifts.hull(position, op) for position, op in self.items], dtype=np.int64).reshape(-1, 2)
         self.lo, self.hi = hulls[:, 0], hulls[:, 1]
 
+
+# Lane pairs (over all distances) a check within a nest compares in one call at most.
+_PAIR_ELEMENTS = 1 << 18
 
 # Lane counts up to which `RaceChecker._replace` compares shifts as Python sets.
 _SMALL_LANES = 64

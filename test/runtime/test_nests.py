@@ -476,6 +476,54 @@ def test_random_loops_with_dropped_waits_get_the_plain_verdict(nest_checks):
     assert nest_checks
 
 
+def lagging_two_lanes(first_conflict: int, trips: int = 12) -> Program:
+    """`lagging_wait` with ScalarE two lanes behind the stores (through queues 2 and 3), and slots that alternate from
+    lane `first_conflict` on: the write of lane i + 2 meets the store of lane i (i >= `first_conflict`), unordered,
+    while the store of lane i + 1 reads the other slot. The race is at a lane distance of 2 alone."""
+    b = ProgramBuilder("trn2")
+    c = first_conflict
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 8 * trips), "f32")
+    z = b.output("z", (16, 8), "f32")
+    t, u, w = b.sbuf("t", (16, 8), "f32"), b.sbuf("u", (16, 8 * (c + 2)), "f32"), b.sbuf("w", (16, 8), "f32")
+    v = b.sbuf("v", (16, 8), "f32")
+    b.dma(b.ap(t), b.ap(x), queue=0, id=1)
+    b.inst("memset", "gpsimd", {"dst": b.ap(w)}, {"value": 0.0}, id=2)
+    with b.loop(0, trips) as i:
+        slot = b.scalar(b.reg(), "max", i, c)  # min(i, c) + (max(i, c) - c) % 2
+        b.scalar(slot, "sub", slot, c)
+        b.scalar(slot, "rem", slot, 2)
+        low = b.scalar(b.reg(), "min", i, c)
+        b.scalar(slot, "add", slot, low)
+        b.scalar(slot, "mul", slot, 8)
+        column = b.scalar(b.reg(), "mul", i, 8)
+        b.inst("activation", "scalar", {"dst": b.ap(u, [(1, 8)], reg=slot), "src": b.ap(t)}, {"func": "exp"},
+               waits=[1, 4], id=3)  # fmt: skip
+        b.dma(b.ap(z), b.ap(w), queue=2, waits=[2, 6], id=4)
+        b.dma(b.ap(v), b.ap(t), queue=3, waits=[1, 5], id=6)
+        b.dma(b.ap(y, [(8 * trips, 16), (1, 8)], reg=column), b.ap(u, [(1, 8)], reg=slot), queue=1, waits=[3], id=5)
+    return b.build()
+
+
+@pytest.mark.parametrize("pair_elements", [1, 1 << 18])
+def test_a_race_two_lanes_apart_is_found_whatever_the_lanes_compared_at_once(
+    pair_elements, nest_checks, found_by_nest_check, monkeypatch
+):
+    """The check within a nest compares a pair of operands' lanes a group of distances at a time (its memory stays
+    bounded in long nests); with groups of one distance, a race at the second distance is found all the same."""
+    monkeypatch.setattr(races, "_PAIR_ELEMENTS", pair_elements)
+    x = np.ones((16, 8), np.float32)
+    with pytest.raises(RaceError) as sequential:
+        run_program(lagging_two_lanes(5), [x], vectorize=False)
+    assert "instruction 3 (activation, scalar queue) writes" in str(sequential.value)
+    assert "instruction 5 (dma_copy, dma1 queue) read" in str(sequential.value)
+    assert assert_runs_agree(lagging_two_lanes(5), [x])
+    assert nest_checks
+    assert found_by_nest_check
+    found_by_nest_check.clear()
+    assert not assert_runs_agree(lagging_two_lanes(5, trips=7), [x])  # stops just before
+    assert not found_by_nest_check
+
+
 # ---- single instances checked in batches ----------------------------------------------------------------------
 
 
