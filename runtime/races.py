@@ -15,8 +15,11 @@ seen it (`RaceChecker`).
 A traced loop nest (`runtime.lanes`) can be checked as a whole (`RaceChecker.issue_lanes`): its lanes issue the
 same instructions, so once their clocks settle, happens-before repeats from lane to lane with a fixed growth,
 proved from the references of every clock; unordered pairs are then bounds on lane distances, conflicts byte
-overlaps over all lanes at once. Its verdict is the instance-by-instance one; a race it finds is reported by
-running the program instance by instance (`RaceFound`), so the first race and its words are always the same.
+overlaps over all lanes at once. The pairs to test (of the nest's operands with one another, with the records, with
+earlier nests) are those whose byte hulls meet, found by sorting the hulls, and filtered by queue, kind, partitions
+and happens-before as arrays, so the check costs no Python step per record or per pair of operands that cannot
+meet. Its verdict is the instance-by-instance one; a race it finds is reported by running the program instance by
+instance (`RaceFound`), so the first race and its words are always the same.
 
 Single instances may be checked in batches (`RaceChecker(deferred=True)`, the simulator's fast path): their
 clocks advance as they issue, and `flush` checks up to `FLUSH_EVERY` of them at once against each other and the
@@ -576,30 +579,37 @@ class RaceChecker:
             if self._overlap(other, other_shift, sites[later], shifts[later]) is not None:
                 raise RaceFound
 
-        # nests checked as a whole earlier
-        for memory_id, groups in self.nest_records.items():
-            in_memory = memory == memory_id
-            if not in_memory.any():
-                continue
-            for group in groups:
-                for nest in group:
-                    if not nest.alive:
-                        continue
-                    other = nest.site
-                    near = (
-                        in_memory
-                        & (queue != nest.queue)
-                        & (writes | other.is_write)
-                        & (view[:, nest.queue] < nest.last_seq)
-                        & (nest.lo < hi)
-                        & (lo < nest.hi)
-                        & (other.partition_start < p1)
-                        & (p0 < other.partition_end)
-                    )
-                    for later in np.flatnonzero(near).tolist():
-                        known = int(view[later, nest.queue])
-                        relative = shifts[later] - nest.shifts[nest.unordered_from(known) :]
-                        self._overlapping(other, 0, sites[later], relative)
+        # nests checked as a whole earlier: the pairs of an access and a nest whose hulls meet, at once
+        in_use = set(memory.tolist())
+        nests = [
+            nest
+            for memory_id, groups in self.nest_records.items()
+            if memory_id in in_use
+            for group in groups
+            for nest in group
+            if nest.alive
+        ]
+        if not nests:
+            return
+        later, other = _crossing_pairs(
+            memory, lo, hi,
+            np.array([nest.site.memory_id for nest in nests], dtype=np.int64),
+            np.array([nest.lo for nest in nests], dtype=np.int64),
+            np.array([nest.hi for nest in nests], dtype=np.int64),
+        )  # fmt: skip
+        nest_queue = np.array([nest.queue for nest in nests], dtype=np.int64)[other]
+        near = (
+            (queue[later] != nest_queue)
+            & (writes[later] | np.array([nest.site.is_write for nest in nests], dtype=bool)[other])
+            & (view[later, nest_queue] < np.array([nest.last_seq for nest in nests], dtype=np.int64)[other])
+            & (np.array([nest.site.partition_start for nest in nests], dtype=np.int64)[other] < p1[later])
+            & (p0[later] < np.array([nest.site.partition_end for nest in nests], dtype=np.int64)[other])
+        )
+        for access, j in zip(later[near].tolist(), other[near].tolist(), strict=True):
+            nest = nests[j]
+            known = int(view[access, nest.queue])
+            relative = shifts[access] - nest.shifts[nest.unordered_from(known) :]
+            self._overlapping(nest.site, 0, sites[access], relative)
 
     def _forget(self, record: _Record) -> None:
         """Remove a record that is no longer alive from the index by site and shift."""
@@ -692,108 +702,160 @@ class RaceChecker:
         slopes = anchor - previous
         if not ((slopes == 0) | (slopes == step[None, :])).all():
             return None
+        width = len(positions)
+        queues = np.array([plan.queue for plan in positions], dtype=np.int64)
+        if (slopes[np.arange(width), queues] != step[queues]).any():
+            return None
+        # Each position's references at the last base lane, as rows of `values` (positions' clocks at the last base
+        # lane, then at the one before, then the entry clocks of waits on instructions outside the nest): its
+        # queue's previous instance, then the latest instance of each wait.
+        entries = list(entry_clocks)
+        entry_row = {wait: 2 * width + number for number, wait in enumerate(entries)}
         latest: dict[int, int] = {}  # plan -> its latest position so far in the lane
         last_of_plan = {plan.index: position for position, plan in enumerate(positions)}
         last_on_queue = {plan.queue: position for position, plan in enumerate(positions)}
         previous_on_queue: dict[int, int] = {}
+        rows: list[int] = []
+        starts: list[int] = []
         for position, plan in enumerate(positions):
-            if slopes[position, plan.queue] != step[plan.queue]:
-                return None
-            values, growing = [], []  # references at the last base lane: their entries and which of them grow
+            starts.append(len(rows))
             if plan.queue in previous_on_queue:
-                reference = previous_on_queue[plan.queue]
-                values.append(anchor[reference])
+                rows.append(previous_on_queue[plan.queue])
             else:
-                reference = last_on_queue[plan.queue]
-                values.append(previous[reference])
-            growing.append(slopes[reference] > 0)
+                rows.append(width + last_on_queue[plan.queue])
             for wait in plan.waits:
                 if wait in latest:
-                    values.append(anchor[latest[wait]])
-                    growing.append(slopes[latest[wait]] > 0)
+                    rows.append(latest[wait])
                 elif wait in last_of_plan:
-                    values.append(previous[last_of_plan[wait]])
-                    growing.append(slopes[last_of_plan[wait]] > 0)
-                elif wait in entry_clocks:
-                    values.append(np.array(entry_clocks[wait], dtype=np.int64))
-                    growing.append(np.zeros(self.queues, bool))
-            table, grows = np.array(values), np.array(growing)
-            lowest = -(2**62)  # below any clock entry, and far from overflowing when grown
-            top_growing = np.where(grows, table, lowest).max(axis=0)
-            top_still = np.where(grows, lowest, table).max(axis=0)
-            expected = slopes[position] > 0
-            any_growing = grows.any(axis=0)
-            holds = np.where(
-                expected,
-                any_growing & (top_growing >= top_still),
-                ~any_growing | (top_growing + remaining * step <= top_still),
-            )
-            holds[plan.queue] = True  # the own entry is the sequence number
-            if not holds.all():
-                return None
+                    rows.append(width + last_of_plan[wait])
+                elif wait in entry_row:
+                    rows.append(entry_row[wait])
             latest[plan.index] = position
             previous_on_queue[plan.queue] = position
+        growth = slopes > 0
+        values = [anchor, previous]
+        grows_of = [growth, growth]
+        if entries:
+            values.append(np.array([entry_clocks[wait] for wait in entries], dtype=np.int64))
+            grows_of.append(np.zeros((len(entries), self.queues), bool))
+        index = np.array(rows, dtype=np.int64)
+        table = np.concatenate(values)[index]
+        grows = np.concatenate(grows_of)[index]
+        lowest = -(2**62)  # below any clock entry, and far from overflowing when grown
+        first_rows = np.array(starts, dtype=np.int64)
+        top_growing = np.maximum.reduceat(np.where(grows, table, lowest), first_rows, axis=0)
+        top_still = np.maximum.reduceat(np.where(grows, lowest, table), first_rows, axis=0)
+        any_growing = np.logical_or.reduceat(grows, first_rows, axis=0)
+        holds = np.where(
+            growth,
+            any_growing & (top_growing >= top_still),
+            ~any_growing | (top_growing + remaining * step[None, :] <= top_still),
+        )
+        holds[np.arange(width), queues] = True  # the own entry is the sequence number
+        if not holds.all():
+            return None
         return anchor, slopes
 
     def _check_against_records(
         self, lanes: Lanes, anchor: np.ndarray, slopes: np.ndarray, shifts: _Shifts, base: int
     ) -> bool:
         """Lanes from `base` on against every access recorded before them; False when that cannot be decided
-        here."""
+        here.
+
+        Every (operand, record) pair whose byte hulls meet is found at once (`_crossing_pairs`: the operand's hull
+        over all its lanes), and the pairs' queues, kinds, partitions and happens-before are filtered as arrays;
+        only the survivors are tested byte by byte, over the lanes each record is unordered with."""
+        operands = _Operands(lanes, shifts)
+        if not operands.count:
+            return True
         lanes_here = lanes.count - base
-        for position, plan in enumerate(lanes.positions):
-            first = anchor[position] + slopes[position]  # the clock of the position's first lane here
-            queue = plan.queue
-            for op in plan.operands:
-                site = op.site
-                nests = self.nest_records.get(site.memory_id)
-                if nests is not None:
-                    for group in nests if site.is_write else nests[:1]:
-                        for nest in group:
-                            other = nest.site
-                            if (
-                                nest.queue == queue
-                                or nest.last_seq <= first[nest.queue]
-                                or (
-                                    other.partition_end <= site.partition_start
-                                    or site.partition_end <= other.partition_start
-                                )
-                            ):
-                                continue
-                            low, high = shifts.hull(position, op)
-                            if nest.hi <= low or high <= nest.lo:
-                                continue
-                            # some of its lanes are unordered with some lanes here: decided only if no bytes meet
-                            unordered = nest.shifts[nest.unordered_from(int(first[nest.queue])) :]
-                            if not _disjoint(other, unordered, site, shifts.of(position, op)):
-                                return False
-                entry = self.records.get(site.memory_id)
-                if entry is None:
-                    continue
-                lane_shifts = None
-                for per_queue in entry if site.is_write else entry[:1]:
-                    for other_queue, issued in per_queue.items():
-                        if other_queue == queue:
-                            continue
-                        # entries only grow: what the first lane here has seen, the later ones have too
-                        for record in issued.unordered(int(first[other_queue])):
-                            other = record.site
-                            if (
-                                not record.alive
-                                or other.partition_end <= site.partition_start
-                                or (site.partition_end <= other.partition_start)
-                            ):
-                                continue
-                            # unordered in lanes base - 1 + t (t >= 1) while anchor + t * slope < the record's number
-                            growth = int(slopes[position, other_queue])
-                            gap = record.seq - int(anchor[position, other_queue])
-                            unordered_lanes = lanes_here if growth == 0 else min(lanes_here, -(-gap // growth) - 1)
-                            if unordered_lanes <= 0:
-                                continue
-                            if lane_shifts is None:
-                                lane_shifts = shifts.of(position, op)
-                            self._overlapping(other, record.shift, site, lane_shifts[:unordered_lanes] - record.shift)
+        first = anchor + slopes  # the clock of each position's first lane here; entries only grow after it
+        lowest = first.min(axis=0)
+        memories = set(operands.memory.tolist())
+        any_write = {memory: False for memory in memories}
+        for memory, write in zip(operands.memory.tolist(), operands.writes.tolist(), strict=True):
+            any_write[memory] = any_write[memory] or write
+        records: list[_Record] = []
+        for memory in memories:
+            entry = self.records.get(memory)
+            if entry is None:
+                continue
+            for per_queue in entry if any_write[memory] else entry[:1]:  # a read races with writes only
+                for other_queue, issued in per_queue.items():
+                    if issued.seqs and issued.seqs[-1] > lowest[other_queue]:
+                        records.extend(r for r in issued.unordered(int(lowest[other_queue])) if r.alive)
+        if records:
+            self._check_records(operands, records, anchor, slopes, first, lanes_here)
+        nests = [
+            nest
+            for memory in memories
+            for group in self.nest_records.get(memory, ())[: 2 if any_write[memory] else 1]
+            for nest in group
+        ]
+        if nests:
+            op, other = _crossing_pairs(
+                operands.memory, operands.lo, operands.hi,
+                np.array([nest.site.memory_id for nest in nests], dtype=np.int64),
+                np.array([nest.lo for nest in nests], dtype=np.int64),
+                np.array([nest.hi for nest in nests], dtype=np.int64),
+            )  # fmt: skip
+            nest_queue = np.array([nest.queue for nest in nests], dtype=np.int64)[other]
+            near = (
+                (operands.queue[op] != nest_queue)
+                & (operands.writes[op] | np.array([nest.site.is_write for nest in nests], dtype=bool)[other])
+                & (operands.p0[op] < np.array([nest.site.partition_end for nest in nests], dtype=np.int64)[other])
+                & (np.array([nest.site.partition_start for nest in nests], dtype=np.int64)[other] < operands.p1[op])
+                & (first[operands.where[op], nest_queue] < np.array([n.last_seq for n in nests], np.int64)[other])
+            )
+            for k, j in zip(op[near].tolist(), other[near].tolist(), strict=True):
+                position, plan_op = operands.items[k]
+                nest = nests[j]
+                # some of its lanes are unordered with some lanes here: decided only if no bytes meet
+                unordered = nest.shifts[nest.unordered_from(int(first[position, nest.queue])) :]
+                if not _disjoint(nest.site, unordered, plan_op.site, shifts.of(position, plan_op)):
+                    return False
         return True
+
+    def _check_records(
+        self,
+        operands: _Operands,
+        records: list[_Record],
+        anchor: np.ndarray,
+        slopes: np.ndarray,
+        first: np.ndarray,
+        lanes_here: int,
+    ) -> None:
+        """`_check_against_records`'s test of recorded single accesses: raise `RaceFound` on a race."""
+        record_memory = np.array([r.site.memory_id for r in records], dtype=np.int64)
+        record_lo = np.array([r.lo for r in records], dtype=np.int64)
+        record_hi = np.array([r.hi for r in records], dtype=np.int64)
+        op, other = _crossing_pairs(operands.memory, operands.lo, operands.hi, record_memory, record_lo, record_hi)
+        if not op.size:
+            return
+        record_queue = np.array([r.queue for r in records], dtype=np.int64)[other]
+        record_seq = np.array([r.seq for r in records], dtype=np.int64)[other]
+        where = operands.where[op]
+        near = (
+            (operands.queue[op] != record_queue)
+            & (operands.writes[op] | np.array([r.site.is_write for r in records], dtype=bool)[other])
+            & (operands.p0[op] < np.array([r.site.partition_end for r in records], dtype=np.int64)[other])
+            & (np.array([r.site.partition_start for r in records], dtype=np.int64)[other] < operands.p1[op])
+            & (first[where, record_queue] < record_seq)
+        )
+        op, other, where, record_queue, record_seq = (
+            op[near], other[near], where[near], record_queue[near], record_seq[near]
+        )  # fmt: skip
+        # unordered in lanes base - 1 + t (t >= 1) while anchor + t * slope < the record's number
+        growth = slopes[where, record_queue]
+        gap = record_seq - anchor[where, record_queue]
+        unordered = np.where(growth == 0, lanes_here, np.minimum(lanes_here, -(-gap // np.maximum(growth, 1)) - 1))
+        for k, j, count in zip(op.tolist(), other.tolist(), unordered.tolist(), strict=True):
+            if count <= 0:
+                continue
+            position, plan_op = operands.items[k]
+            record = records[j]
+            lane_shifts = operands.shifts.of(position, plan_op)
+            self._overlapping(record.site, record.shift, plan_op.site, lane_shifts[:count] - record.shift)
 
     def _check_within(self, lanes: Lanes, anchor: np.ndarray, slopes: np.ndarray, shifts: _Shifts, base: int) -> bool:
         """Pairs of instances both in lanes from `base` on; False when that cannot be decided here."""
@@ -807,45 +869,48 @@ class RaceChecker:
         # (k, i) then (k + d, j) on another queue: unordered while seen[j, i] + d * step[i] < own[i] if j follows
         # i's queue; if it does not, unordered at every distance from the lane where own[i] passes seen[j, i]
         limit = np.where(follows, -(-(own[None, :] - seen) // step[None, :]), lanes_here + 1)  # [j, i]
-        operands = [(position, op) for position, plan in enumerate(positions) for op in plan.operands]
-        if not operands:
+        operands = _Operands(lanes, shifts)
+        if not operands.count:
             return True
-        hulls = np.array([shifts.hull(position, op) for position, op in operands], dtype=np.int64)
-        sites = [op.site for _, op in operands]
-        where = np.array([position for position, _ in operands], dtype=np.int64)
-        queue = queues[where]
-        writes = np.array([site.is_write for site in sites])
-        memory = np.array([site.memory_id for site in sites])
-        p0 = np.array([site.partition_start for site in sites])
-        p1 = np.array([site.partition_end for site in sites])
-        # rows a: the earlier instance's operand; columns b: the later one's
-        smallest = np.where(where[None, :] > where[:, None], 0, 1)
-        distances = np.minimum(limit[where[None, :], where[:, None]], lanes_here)
+        # a: the earlier instance's operand, b: the later one's; each pair of meeting hulls in both orders
+        meeting_a, meeting_b = _meeting_pairs(operands.memory, operands.lo, operands.hi)
+        a = np.concatenate((meeting_a, meeting_b))
+        b = np.concatenate((meeting_b, meeting_a))
+        where, queue, writes, p0, p1 = operands.where, operands.queue, operands.writes, operands.p0, operands.p1
+        smallest = np.where(where[b] > where[a], 0, 1)
+        distances = np.minimum(limit[where[b], where[a]], lanes_here)
         candidate = (
-            (queue[:, None] != queue[None, :])
-            & (writes[:, None] | writes[None, :])
-            & (memory[:, None] == memory[None, :])
-            & (p0[:, None] < p1[None, :])
-            & (p0[None, :] < p1[:, None])
-            & (hulls[:, 0][:, None] < hulls[:, 1][None, :])
-            & (hulls[:, 0][None, :] < hulls[:, 1][:, None])
+            (queue[a] != queue[b])
+            & (writes[a] | writes[b])
+            & (p0[a] < p1[b])
+            & (p0[b] < p1[a])
             & (distances > smallest)
         )
-        pairs = []
-        for a, b in zip(*np.nonzero(candidate), strict=True):
-            i, op_a = operands[a]
-            j, op_b = operands[b]
-            if follows[j, i]:
-                pairs.append((a, b))
-            elif not _disjoint(op_a.site, shifts.of(i, op_a), op_b.site, shifts.of(j, op_b)):
+        a, b, smallest, distances = a[candidate], b[candidate], smallest[candidate], distances[candidate]
+        followed = follows[where[b], where[a]]
+        for k, m in zip(a[~followed].tolist(), b[~followed].tolist(), strict=True):
+            i, op_a = operands.items[k]
+            j, op_b = operands.items[m]
+            if not _disjoint(op_a.site, shifts.of(i, op_a), op_b.site, shifts.of(j, op_b)):
                 return False  # unordered at every lane distance and touching common bytes: not decided here
-        for a, b in pairs:
-            i, op_a = operands[a]
-            j, op_b = operands[b]
+        for k, m, low, high in zip(
+            a[followed].tolist(),
+            b[followed].tolist(),
+            smallest[followed].tolist(),
+            distances[followed].tolist(),
+            strict=True,
+        ):
+            i, op_a = operands.items[k]
+            j, op_b = operands.items[m]
             shifts_a, shifts_b = shifts.of(i, op_a), shifts.of(j, op_b)
-            for distance in range(int(smallest[a, b]), int(distances[a, b])):
-                relative = shifts_b[distance:] - shifts_a[: lanes_here - distance]
-                self._overlapping(op_a.site, 0, op_b.site, relative)
+            # the distances d in [low, high) a group at a time: lane t of a against lane t + d of b, for a group's
+            # distances at once (groups of at most _PAIR_ELEMENTS lanes, or one distance)
+            group = max(1, _PAIR_ELEMENTS // lanes_here)
+            for first in range(low, high, group):
+                lengths = lanes_here - np.arange(first, min(first + group, high))
+                lane = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+                distance = np.repeat(np.arange(first, first + lengths.size), lengths)
+                self._overlapping(op_a.site, 0, op_b.site, shifts_b[lane + distance] - shifts_a[lane])
         return True
 
     def _overlapping(self, a: AccessSite, a_shift: int, b: AccessSite, relative: np.ndarray) -> None:
@@ -883,12 +948,12 @@ class RaceChecker:
                     continue
                 lane_shifts = shifts.of(position, op)
                 self._replace(site, plan.queue, lane_shifts)
-                nest = _NestRecord(site, plan.queue, lane_shifts, first_seq, growth)
-                if known is not None:
-                    first = nest.unordered_from(known[plan.queue])
+                first = 0  # the first lane some instance still to come is not ordered after (`unordered_from`)
+                if known is not None and known[plan.queue] >= first_seq:
+                    first = (known[plan.queue] - first_seq) // growth + 1
                     if first >= lane_shifts.size:
                         continue  # every instance still to come is ordered after all of them
-                    nest = _NestRecord(site, plan.queue, lane_shifts[first:], first_seq + first * growth, growth)
+                nest = _NestRecord(site, plan.queue, lane_shifts[first:], first_seq + first * growth, growth)
                 nests = self.nest_records.get(site.memory_id)
                 if nests is None:
                     nests = self.nest_records[site.memory_id] = ([], [])
@@ -901,8 +966,13 @@ class RaceChecker:
         by_shift = self.by_site.get(id(site))
         if not by_shift:
             return
-        present = np.fromiter(by_shift.keys(), dtype=np.int64, count=len(by_shift))
-        for shift in present[np.isin(present, lane_shifts)].tolist():
+        if lane_shifts.size <= _SMALL_LANES:  # a set of a few Python ints beats NumPy's calls
+            lanes = set(lane_shifts.tolist())
+            found = [shift for shift in by_shift if shift in lanes]
+        else:
+            present = np.fromiter(by_shift.keys(), dtype=np.int64, count=len(by_shift))
+            found = present[np.isin(present, lane_shifts)].tolist()
+        for shift in found:
             for old in by_shift.pop(shift):
                 if old.alive:
                     old.alive = False
@@ -926,6 +996,62 @@ def _meeting_pairs(memory: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     return order[left], order[left + 1 + offsets]
 
+
+def _ranges(first: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each i, the integers first[i] .. first[i] + counts[i] - 1: (owner i of each, the integers)."""
+    total = int(counts.sum())
+    owner = np.repeat(np.arange(counts.size), counts)
+    return owner, np.repeat(first, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _crossing_pairs(
+    memory_a: np.ndarray, lo_a: np.ndarray, hi_a: np.ndarray, memory_b: np.ndarray, lo_b: np.ndarray, hi_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i of a, j of b), once, whose byte ranges [lo, hi) (all nonempty) meet in the same memory: j
+    starts within i (lo_a[i] <= lo_b[j] < hi_a[i]), or i starts within j after j's start."""
+    key_a = (memory_a << 48) + lo_a  # addresses stay far below 2**48
+    key_b = (memory_b << 48) + lo_b
+    order_b = np.argsort(key_b, kind="stable")
+    sorted_b = key_b[order_b]
+    first = np.searchsorted(sorted_b, key_a, side="left")
+    owner, found = _ranges(first, np.searchsorted(sorted_b, (memory_a << 48) + hi_a, side="left") - first)
+    order_a = np.argsort(key_a, kind="stable")
+    sorted_a = key_a[order_a]
+    first = np.searchsorted(sorted_a, key_b, side="right")
+    other_owner, other_found = _ranges(
+        first, np.maximum(np.searchsorted(sorted_a, (memory_b << 48) + hi_b, side="left") - first, 0)
+    )
+    return (
+        np.concatenate((owner, order_a[other_found])),
+        np.concatenate((order_b[found], other_owner)),
+    )
+
+
+class _Operands:
+    """Every operand of a nest's lane as arrays (`RaceChecker`'s checks of a nest as a whole): its position,
+    queue, kind, memory, partitions and byte hull over the lanes of `shifts`."""
+
+    def __init__(self, lanes: Lanes, shifts: _Shifts) -> None:
+        self.shifts = shifts
+        self.items = [(position, op) for position, plan in enumerate(lanes.positions) for op in plan.operands]
+        self.count = len(self.items)
+        sites = [op.site for _, op in self.items]
+        queues = [plan.queue for plan in lanes.positions]
+        self.where = np.array([position for position, _ in self.items], dtype=np.int64)
+        self.queue = np.array(queues, dtype=np.int64)[self.where] if self.count else np.zeros(0, np.int64)
+        self.writes = np.array([site.is_write for site in sites], dtype=bool)
+        self.memory = np.array([site.memory_id for site in sites], dtype=np.int64)
+        self.p0 = np.array([site.partition_start for site in sites], dtype=np.int64)
+        self.p1 = np.array([site.partition_end for site in sites], dtype=np.int64)
+        hulls = np.array([shifts.hull(position, op) for position, op in self.items], dtype=np.int64).reshape(-1, 2)
+        self.lo, self.hi = hulls[:, 0], hulls[:, 1]
+
+
+# Lane pairs (over all distances) a check within a nest compares in one call at most.
+_PAIR_ELEMENTS = 1 << 18
+
+# Lane counts up to which `RaceChecker._replace` compares shifts as Python sets.
+_SMALL_LANES = 64
 
 # Largest number of elements (over all lanes) `_disjoint` marks in a byte mask.
 _MAX_DISJOINT_ELEMENTS = 1 << 22

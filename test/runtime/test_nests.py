@@ -300,6 +300,82 @@ def test_races_between_a_nest_and_what_comes_before_or_after_it(before, after, n
         assert nest_checks
 
 
+@pytest.fixture
+def found_by_nest_check(monkeypatch) -> list[bool]:
+    """Records each race the check of a nest as a whole finds (`RaceChecker._overlapping` raising)."""
+    found: list[bool] = []
+    original = races.RaceChecker._overlapping
+
+    def overlapping(self, *args):
+        try:
+            original(self, *args)
+        except races.RaceFound:
+            found.append(True)
+            raise
+
+    monkeypatch.setattr(races.RaceChecker, "_overlapping", overlapping)
+    return found
+
+
+def access_before_a_nest(kind: str, ordered: bool, late: int = 6, trips: int = 8) -> Program:
+    """Queue 5 writes (`kind` "write") or reads ("read") block `late` of y; then a nest on queue 1 stores block i
+    of y in lane i, waiting on that access only if `ordered`. Unordered, the two meet in lane `late` alone."""
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 8 * trips), "f32")
+    t, u = b.sbuf("t", (16, 8), "f32"), b.sbuf("u", (16, 8), "f32")
+    load = b.dma(b.ap(t), b.ap(x), queue=3)
+    block = b.ap(y, [(8 * trips, 16), (1, 8)], offset=8 * late)
+    if kind == "write":
+        before = b.dma(block, b.ap(t), queue=5, waits=[load])
+    else:
+        before = b.dma(b.ap(u), block, queue=5)
+    with b.loop(0, trips) as i:
+        column = b.scalar(b.reg(), "mul", i, 8)
+        waits = [load, before] if ordered else [load]
+        b.dma(b.ap(y, [(8 * trips, 16), (1, 8)], reg=column), b.ap(t), queue=1, waits=waits, id=77)
+    return b.build()
+
+
+@pytest.mark.parametrize("kind", ["write", "read"])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_an_access_before_a_nest_meeting_a_late_lane_is_found_by_the_nest_check(
+    kind, ordered, nest_checks, found_by_nest_check
+):
+    program = access_before_a_nest(kind, ordered)
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    assert assert_runs_agree(program, [x]) == (not ordered)
+    assert nest_checks
+    assert bool(found_by_nest_check) == (not ordered)  # the nest check found it, not a lane issued one by one
+
+
+def two_nests(last: int, second_trips: int, trips: int = 8) -> Program:
+    """A nest on queue 1 stores block i of y in lane i (of `trips`); a second nest on queue 2, ordered with the first
+    by nothing, stores block `last` - i in lane i (of `second_trips`), so counting down it meets the first nest's
+    blocks from `trips` - 1 to `last` - `second_trips` + 1."""
+    b = ProgramBuilder("trn2")
+    blocks = 2 * trips
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 8 * blocks), "f32")
+    t = b.sbuf("t", (16, 8), "f32")
+    load = b.dma(b.ap(t), b.ap(x), queue=3)
+    for queue in (1, 2):
+        with b.loop(0, second_trips if queue == 2 else trips) as i:
+            column = b.scalar(b.reg(), "mul", i, 8)
+            if queue == 2:
+                b.scalar(column, "sub", 8 * last, column)
+            b.dma(b.ap(y, [(8 * blocks, 16), (1, 8)], reg=column), b.ap(t), queue=queue, waits=[load])
+    return b.build()
+
+
+@pytest.mark.parametrize(("second_trips", "meets"), [(8, False), (14, True), (16, True)])
+def test_a_nest_meeting_an_earlier_nest_in_a_late_lane_gets_the_plain_verdict(second_trips, meets, nest_checks):
+    """Counting down from block 15, the second nest meets the first from its lane 8 on: with 14 lanes only the
+    first nest's lanes 2 to 7, which its check as a whole recorded (not the lanes that settled one by one)."""
+    program = two_nests(15, second_trips)
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    assert assert_runs_agree(program, [x]) == meets
+    assert nest_checks
+
+
 def pipelined(drop: tuple[int, int] | None, trips: int = 10) -> Program:
     """Load (two queues alternating buffers), compute on two engines, store: a software pipeline whose waits come
     from the builder, minus the wait `drop` (instruction position, wait position), if any."""
@@ -398,6 +474,54 @@ def test_random_loops_with_dropped_waits_get_the_plain_verdict(nest_checks):
     assert True in verdicts
     assert False in verdicts
     assert nest_checks
+
+
+def lagging_two_lanes(first_conflict: int, trips: int = 12) -> Program:
+    """`lagging_wait` with ScalarE two lanes behind the stores (through queues 2 and 3), and slots that alternate from
+    lane `first_conflict` on: the write of lane i + 2 meets the store of lane i (i >= `first_conflict`), unordered,
+    while the store of lane i + 1 reads the other slot. The race is at a lane distance of 2 alone."""
+    b = ProgramBuilder("trn2")
+    c = first_conflict
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 8 * trips), "f32")
+    z = b.output("z", (16, 8), "f32")
+    t, u, w = b.sbuf("t", (16, 8), "f32"), b.sbuf("u", (16, 8 * (c + 2)), "f32"), b.sbuf("w", (16, 8), "f32")
+    v = b.sbuf("v", (16, 8), "f32")
+    b.dma(b.ap(t), b.ap(x), queue=0, id=1)
+    b.inst("memset", "gpsimd", {"dst": b.ap(w)}, {"value": 0.0}, id=2)
+    with b.loop(0, trips) as i:
+        slot = b.scalar(b.reg(), "max", i, c)  # min(i, c) + (max(i, c) - c) % 2
+        b.scalar(slot, "sub", slot, c)
+        b.scalar(slot, "rem", slot, 2)
+        low = b.scalar(b.reg(), "min", i, c)
+        b.scalar(slot, "add", slot, low)
+        b.scalar(slot, "mul", slot, 8)
+        column = b.scalar(b.reg(), "mul", i, 8)
+        b.inst("activation", "scalar", {"dst": b.ap(u, [(1, 8)], reg=slot), "src": b.ap(t)}, {"func": "exp"},
+               waits=[1, 4], id=3)  # fmt: skip
+        b.dma(b.ap(z), b.ap(w), queue=2, waits=[2, 6], id=4)
+        b.dma(b.ap(v), b.ap(t), queue=3, waits=[1, 5], id=6)
+        b.dma(b.ap(y, [(8 * trips, 16), (1, 8)], reg=column), b.ap(u, [(1, 8)], reg=slot), queue=1, waits=[3], id=5)
+    return b.build()
+
+
+@pytest.mark.parametrize("pair_elements", [1, 1 << 18])
+def test_a_race_two_lanes_apart_is_found_whatever_the_lanes_compared_at_once(
+    pair_elements, nest_checks, found_by_nest_check, monkeypatch
+):
+    """The check within a nest compares a pair of operands' lanes a group of distances at a time (its memory stays
+    bounded in long nests); with groups of one distance, a race at the second distance is found all the same."""
+    monkeypatch.setattr(races, "_PAIR_ELEMENTS", pair_elements)
+    x = np.ones((16, 8), np.float32)
+    with pytest.raises(RaceError) as sequential:
+        run_program(lagging_two_lanes(5), [x], vectorize=False)
+    assert "instruction 3 (activation, scalar queue) writes" in str(sequential.value)
+    assert "instruction 5 (dma_copy, dma1 queue) read" in str(sequential.value)
+    assert assert_runs_agree(lagging_two_lanes(5), [x])
+    assert nest_checks
+    assert found_by_nest_check
+    found_by_nest_check.clear()
+    assert not assert_runs_agree(lagging_two_lanes(5, trips=7), [x])  # stops just before
+    assert not found_by_nest_check
 
 
 # ---- single instances checked in batches ----------------------------------------------------------------------
