@@ -326,8 +326,11 @@ _INT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 
 def integer_width(*operands: Any) -> int:
-    """64 when an integer operand is 8 bytes wide (GpSimdE runs int64 as 64-bit software lanes), else 32."""
+    """64 when an integer operand is 8 bytes wide (GpSimdE runs int64 as 64-bit software lanes), else 32. An
+    immediate (a Python int, whatever its size) takes the width of the tensors it meets."""
     for operand in operands:
+        if isinstance(operand, int):
+            continue
         dtype = np.asarray(operand).dtype
         if is_integer_dtype(dtype) and dtype.itemsize == 8:
             return 64

@@ -38,12 +38,12 @@ from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.program import row_major_strides
 
 
-def fill_into(em: LoopNestBuilder, out: SSAValue, value: float) -> None:
+def fill_into(em: LoopNestBuilder, out: SSAValue, value: float | int) -> None:
     """Fill every element of the HBM view `out` with `value`."""
     layout = layout_of(out)
     if layout.num_elements == 0:
         return
-    fill = lambda e, tiles, result: e.insert(tile.FillOp(float(value), result)).result  # noqa: E731
+    fill = lambda e, tiles, result: e.insert(tile.FillOp(value, result)).result  # noqa: E731
     emit_elementwise(em, layout.shape, element_type_of(out), [], fill, out, wide=True)
 
 
@@ -142,7 +142,7 @@ def _constant_pad_nd(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -
         inner = inner.slice(dim, max(0, -low), source.shape[dim] - max(0, -high))
         outer = outer.slice(dim, max(0, low), shape[dim] - max(0, high))
     if any(p > 0 for p in pads):
-        fill_into(em, out, float(args.get("value", 0)))
+        fill_into(em, out, args.get("value", 0))
     copy_into(em, view(em, args["self"], inner), view(em, out, outer))
     return [out]
 
