@@ -401,7 +401,10 @@ def _int_divide(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if op == "divide_floor":
         result = a // safe
     elif op == "divide_trunc":
-        result = np.sign(a) * np.sign(safe) * (np.abs(a) // np.abs(safe))
+        # the floor quotient moved toward zero where inexact: |a| would overflow for int64's smallest
+        floor = a // safe
+        inexact = (floor * safe != a) & ((a < 0) != (safe < 0))
+        result = np.where(inexact, floor + 1, floor)
     elif op == "fmod":
         result = np.fmod(a, safe)
     else:

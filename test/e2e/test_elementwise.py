@@ -186,6 +186,19 @@ def test_int64_immediates_keep_every_bit():
     check_compiled(_int64_immediates, x, mask)
 
 
+def test_int64_aranges_and_truncated_division_beyond_fp32():
+    x = torch.tensor([_INT64_MIN, _INT64_MAX, 2**62 + 1, -(2**62) - 3, 7], dtype=torch.int64)
+    check_compiled(
+        lambda t: (
+            torch.arange(2**62 + 1, 2**62 + 6) + t,
+            torch.arange(2**40, -(2**40), -(2**39 + 1)),
+            torch.arange(2**24 + 1, 2**24 + 6, dtype=torch.int32),
+            torch.div(t, 2**40 + 7, rounding_mode="trunc"),
+        ),
+        x,
+    )
+
+
 def test_int32_fills_beyond_two_to_the_24_are_exact():
     x = torch.arange(6, dtype=torch.int32)
     check_compiled(lambda t: (torch.full_like(t, 2**24 + 1), t.masked_fill(t > 2, 2**31 - 1), t + (2**30 + 1)), x)
