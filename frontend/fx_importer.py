@@ -485,9 +485,12 @@ class FxImporter:
         signature = GraphSignature(num_inputs=len(placeholders))
         if self.inputs is not None and len(self.inputs) != len(placeholders):
             raise GraphImportError(f"the graph has {len(placeholders)} inputs, {len(self.inputs)} values were given")
+        if self.inputs is not None:
+            # every placeholder's symbols before any type: a tensor's size may be an expression (2*u1) of a symbol
+            # that only a later placeholder (the SymInt argument u1) binds
+            for node, real in zip(placeholders, self.inputs, strict=True):
+                self._bind(node.meta.get("val"), real)
         for position, node in enumerate(placeholders):
-            if self.inputs is not None:
-                self._bind(node.meta.get("val"), self.inputs[position])
             self._placeholder(node, position, signature)
         constants = [n for n in graph.nodes if n.op == "get_attr"]
         for node in constants:

@@ -2,6 +2,10 @@
 
 The torch dialect uses builtin types as PyTorch does (f32, bf16, i64, i1, ...); on chip the same names map to
 the runtime's storage types (`runtime/dtypes.py`).
+
+An immediate number of the tile and neuron levels (a fill value, an operator's scalar) is an `f64` FloatAttr,
+or an `i64` IntegerAttr where the values it meets are integers: an f64 holds integers exactly only up to 2^53,
+and rounds int64's largest to 2^63, which wraps to its smallest (`number_attr`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     Float64Type,
+    FloatAttr,
+    IntegerAttr,
     IntegerType,
     Signedness,
     bf16,
@@ -74,3 +80,26 @@ def element_type_for(name: str) -> Attribute:
         return _BY_NAME[name]
     except KeyError:
         raise ValueError(f"unknown element type name '{name}'") from None
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def is_integer_type(element_type: Attribute) -> bool:
+    """Whether values of `element_type` are integers (booleans included)."""
+    return isinstance(element_type, IntegerType)
+
+
+def number_attr(value: float | int | bool, integer: bool) -> FloatAttr | IntegerAttr:
+    """An immediate as the attribute that holds it exactly: `i64` for an integral value met by integer elements
+    (`integer`), `f64` otherwise (fractions, infinities, NaN, floats of floating elements, and integers beyond
+    int64, which no integer element holds)."""
+    # int(value), not int(float(value)): an int keeps every bit
+    if integer and float(value).is_integer() and INT64_MIN <= int(value) <= INT64_MAX:
+        return IntegerAttr(int(value), i64)
+    return FloatAttr(float(value), f64)
+
+
+def number_value(attr: FloatAttr | IntegerAttr) -> float | int:
+    """The Python number an immediate's attribute holds (an int exactly for an IntegerAttr)."""
+    return attr.value.data

@@ -326,8 +326,11 @@ _INT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 
 def integer_width(*operands: Any) -> int:
-    """64 when an integer operand is 8 bytes wide (GpSimdE runs int64 as 64-bit software lanes), else 32."""
+    """64 when an integer operand is 8 bytes wide (GpSimdE runs int64 as 64-bit software lanes), else 32. An
+    immediate (a Python int, whatever its size) takes the width of the tensors it meets."""
     for operand in operands:
+        if isinstance(operand, int):
+            continue
         dtype = np.asarray(operand).dtype
         if is_integer_dtype(dtype) and dtype.itemsize == 8:
             return 64
@@ -398,7 +401,10 @@ def _int_divide(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if op == "divide_floor":
         result = a // safe
     elif op == "divide_trunc":
-        result = np.sign(a) * np.sign(safe) * (np.abs(a) // np.abs(safe))
+        # the floor quotient moved toward zero where inexact: |a| would overflow for int64's smallest
+        floor = a // safe
+        inexact = (floor * safe != a) & ((a < 0) != (safe < 0))
+        result = np.where(inexact, floor + 1, floor)
     elif op == "fmod":
         result = np.fmod(a, safe)
     else:

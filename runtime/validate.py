@@ -669,7 +669,7 @@ def _plain_attr_ok(kind: str, value: object) -> bool:
     if kind == "bool":
         return type(value) is bool
     if kind == "number":
-        return type(value) is float or (type(value) is int and abs(value) < 2**63)
+        return type(value) is float or (type(value) is int and -(2**63) <= value < 2**63)
     if kind == "int":
         return type(value) is int and INT32_MIN <= value <= INT32_MAX
     return kind in isa.CHOICES and type(value) is str
@@ -680,7 +680,7 @@ def _check_attr_value(kind: str, value: Any, where: str) -> None:
         if not _is_bool(value):
             raise BundleError(f"{where}: expected true or false, got {value!r}")
     elif kind == "number":
-        if not _is_number(value) or (_is_int(value) and abs(value) >= 2**63):
+        if not _is_number(value) or (_is_int(value) and not -(2**63) <= value < 2**63):
             raise BundleError(f"{where}: expected a number, got {value!r}")
     elif kind == "int":
         if not _is_int(value) or not INT32_MIN <= value <= INT32_MAX:

@@ -275,6 +275,7 @@ def _is_dropout(name: str) -> bool:
     return (
         "dropout" in name or name.endswith("pdrop") or name.endswith("drop_rate")
         or name in ("layerdrop", "drop_path_rate") or name.endswith("_layerdrop")
+        or name.endswith("droppath") or name == "drop_connect_rate"  # Grounding DINO's fusion, EfficientNet's
         or (name.startswith("mask_") and name.endswith("_prob"))
     )  # fmt: skip
 

@@ -32,6 +32,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     DenseArrayBase,
     FloatAttr,
@@ -48,11 +49,14 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
+    AttrConstraint,
     AttrSizedOperandSegments,
     IRDLOperation,
     ParsePropInAttrDict,
+    base,
     irdl_attr_definition,
     irdl_op_definition,
+    irdl_to_attr_constraint,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -283,6 +287,9 @@ def _format_pattern_body(ap: AccessPatternAttr) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 TARGET_ATTR_NAME = "neuron.target"
+
+# An immediate of kind "number": an f64, or an i64 that holds an integer exactly (int64's extremes included)
+NUMBER: AttrConstraint[FloatAttr | IntegerAttr] = base(FloatAttr) | irdl_to_attr_constraint(IntegerAttr[I64])
 
 
 def target_of(op: Operation) -> Target:
@@ -871,10 +878,10 @@ class TensorScalarOp(InstructionOp):
     operand0_ap = opt_prop_def(AccessPatternAttr)
     operand1_ap = opt_prop_def(AccessPatternAttr)
     op0 = prop_def(StringAttr)
-    scalar0 = opt_prop_def(FloatAttr)
+    scalar0 = opt_prop_def(NUMBER)
     reverse0 = opt_prop_def(IntegerAttr)
     op1 = opt_prop_def(StringAttr)
-    scalar1 = opt_prop_def(FloatAttr)
+    scalar1 = opt_prop_def(NUMBER)
     reverse1 = opt_prop_def(IntegerAttr)
 
 
@@ -908,7 +915,7 @@ class ScalarTensorTensorOp(InstructionOp):
     in1_ap = prop_def(AccessPatternAttr)
     operand0_ap = opt_prop_def(AccessPatternAttr)
     op0 = prop_def(StringAttr)
-    scalar0 = opt_prop_def(FloatAttr)
+    scalar0 = opt_prop_def(NUMBER)
     reverse0 = opt_prop_def(IntegerAttr)
     op1 = prop_def(StringAttr)
     reverse1 = opt_prop_def(IntegerAttr)
@@ -1000,7 +1007,7 @@ class MemsetOp(InstructionOp):
     dst = operand_def(MemRefType)
     dst_offset = opt_operand_def(IndexType)
     dst_ap = prop_def(AccessPatternAttr)
-    value = prop_def(FloatAttr)
+    value = prop_def(NUMBER)
 
 
 @irdl_op_definition
@@ -1059,7 +1066,7 @@ class AffineSelectOp(InstructionOp):
     base = opt_prop_def(IntegerAttr)
     channel_multiplier = opt_prop_def(IntegerAttr)
     pattern = prop_def(DenseArrayBase)
-    on_false_value = prop_def(FloatAttr)
+    on_false_value = prop_def(NUMBER)
 
 
 @irdl_op_definition

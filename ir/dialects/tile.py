@@ -63,8 +63,9 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
-from neuron_mlir.ir.dialects.neuron import element_type_name, target_of, view_problem
+from neuron_mlir.ir.dialects.neuron import NUMBER, element_type_name, target_of, view_problem
 from neuron_mlir.ir.locations import at_source
+from neuron_mlir.ir.types import is_integer_type, number_attr
 from neuron_mlir.ir.verification import memoized_verify, value_key
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
@@ -599,6 +600,14 @@ class _ElementwiseOp(IRDLOperation):
         pass
 
 
+def _check_number(
+    op: Operation, attr: FloatAttr | IntegerAttr | None, element_type: Attribute, name: str, what: str
+) -> None:
+    """An immediate is a float, or an i64 where integer elements meet it (`ir.types.number_attr`)."""
+    if isinstance(attr, IntegerAttr) and not is_integer_type(element_type):
+        raise _error(op, f"an integer `{name}` needs integer elements, but {what} holds {element_type}")
+
+
 def _check_column(op: Operation, column: SSAValue | None, partitions: int, what: str) -> None:
     if column is None:
         return
@@ -691,10 +700,12 @@ class BinaryOp(_ElementwiseOp):
 class BinaryScalarOp(_ElementwiseOp):
     """`result = input <op> scalar` (or `scalar <op> input` with `reverse`), scalar an immediate or a column.
 
-    With a `column` operand ([P, 1]) the scalar varies per partition and broadcasts along the free axes.
+    With a `column` operand ([P, 1]) the scalar varies per partition and broadcasts along the free axes. An
+    immediate is an `f64`, or an `i64` (exact to int64's extremes) when the input's elements are integers.
 
     ```mlir
     %y = tile.binary_scalar %x {op = "multiply", scalar = 0.5 : f64} : (...) -> !tile.tile<37x512xf32, sbuf>
+    %n = tile.binary_scalar %i {op = "add", scalar = 4611686018427387905 : i64} : (...) -> !tile.tile<8x1xi64, sbuf>
     %z = tile.binary_scalar %x column %b {op = "add"} : (...) -> !tile.tile<130x37xf32, sbuf>
     ```
     """
@@ -706,7 +717,7 @@ class BinaryScalarOp(_ElementwiseOp):
     column = opt_operand_def(TileType)
     result = result_def(TileType)
     op = prop_def(StringAttr)
-    scalar = opt_prop_def(FloatAttr)
+    scalar = opt_prop_def(NUMBER)
     reverse = opt_prop_def(IntegerAttr)
 
     traits = traits_def(Pure())
@@ -724,7 +735,7 @@ class BinaryScalarOp(_ElementwiseOp):
     ):
         props: dict[str, Attribute] = {"op": StringAttr(op)}
         if scalar is not None:
-            props["scalar"] = FloatAttr(float(scalar), f64)
+            props["scalar"] = number_attr(scalar, is_integer_type(_tile(value).element_type))
         if reverse:
             props["reverse"] = IntegerAttr(1, 1)
         super().__init__(operands=[value, column], result_types=[result_type], properties=props)
@@ -738,6 +749,7 @@ class BinaryScalarOp(_ElementwiseOp):
             raise _error(self, f"unknown ALU operator '{self.op.data}'")
         if (self.scalar is None) == (self.column is None):
             raise _error(self, "give exactly one of an immediate `scalar` or a `column` operand")
+        _check_number(self, self.scalar, _tile(self.input).element_type, "scalar", "the input")
         _check_column(self, self.column, _tile(self.result).partitions, "column")
 
 
@@ -789,27 +801,31 @@ class CopyOp(_ElementwiseOp):
 
 @irdl_op_definition
 class FillOp(IRDLOperation):
-    """A tile with every element equal to `value`.
+    """A tile with every element equal to `value`: an `f64`, or an `i64` (exact to int64's extremes) when the
+    elements are integers.
 
     ```mlir
     %ones = tile.fill {value = 1.0 : f64} : !tile.tile<128x1xf32, sbuf>
+    %top = tile.fill {value = 9223372036854775807 : i64} : !tile.tile<128x1xi64, sbuf>
     ```
     """
 
     name = "tile.fill"
 
     result = result_def(TileType)
-    value = prop_def(FloatAttr)
+    value = prop_def(NUMBER)
 
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict `:` type($result)"
 
     def __init__(self, value: float, result_type: TileType):
-        super().__init__(result_types=[result_type], properties={"value": FloatAttr(float(value), f64)})
+        attr = number_attr(value, is_integer_type(result_type.element_type))
+        super().__init__(result_types=[result_type], properties={"value": attr})
 
     def verify_(self) -> None:
         _check_partitions(self, _tile(self.result), "the tile")
+        _check_number(self, self.value, _tile(self.result).element_type, "value", "the tile")
 
 
 @irdl_op_definition

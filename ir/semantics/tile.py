@@ -227,6 +227,8 @@ def _copy(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list
 def _fill(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.FillOp)
     result_type = _tile_type(op)
+    if isinstance(op.value, IntegerAttr):  # integers exactly, int64 extremes included
+        return [_cast(np.full(result_type.get_shape(), op.value.value.data, np.int64), op)]
     return [_cast(np.full(result_type.get_shape(), op.value.value.data, np.float32), op)]
 
 

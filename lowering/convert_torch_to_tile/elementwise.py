@@ -730,14 +730,13 @@ class TileMath:
 
     def sc(self, op: str, x: SSAValue, scalar: float, out: TileType | None = None, reverse: bool = False) -> SSAValue:
         """`x <op> scalar` (or `scalar <op> x`) with an immediate."""
-        value = float(scalar)
-        return self.em.insert(tile.BinaryScalarOp(x, op, self._type(out), scalar=value, reverse=reverse)).result
+        return self.em.insert(tile.BinaryScalarOp(x, op, self._type(out), scalar=scalar, reverse=reverse)).result
 
     def select(self, predicate: SSAValue, a: SSAValue, b: SSAValue, out: TileType | None = None) -> SSAValue:
         return self.em.insert(tile.SelectOp(predicate, a, b, self._type(out))).result
 
     def fill(self, value: float, out: TileType | None = None) -> SSAValue:
-        return self.em.insert(tile.FillOp(float(value), self._type(out))).result
+        return self.em.insert(tile.FillOp(value, self._type(out))).result
 
     def copy(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
         return self.em.insert(tile.CopyOp(x, self._type(out))).result
@@ -748,7 +747,7 @@ class TileMath:
     def column(self, value: float, element_type: Attribute) -> SSAValue:
         """A [P, 1] column holding `value` (the per-partition scalar operand of GpSimdE kernels)."""
         shape = (self.result.partitions, 1)
-        return self.em.insert(tile.FillOp(float(value), TileType(shape, element_type, Memory.SBUF))).result
+        return self.em.insert(tile.FillOp(value, TileType(shape, element_type, Memory.SBUF))).result
 
     # compositions shared by several ops
 
@@ -818,13 +817,17 @@ def _integral(value: object) -> bool:
     return isinstance(value, bool | int) or (isinstance(value, float) and value.is_integer())
 
 
-def _number(value: object) -> float:
+def _number(value: object) -> float | int:
+    """A Scalar argument as a Python number: integers stay ints, exact to int64's extremes (an immediate of
+    integer elements is an i64), booleans become 0 or 1."""
     if isinstance(value, bool):
-        return float(value)
+        return int(value)
+    if isinstance(value, int):
+        return value
     return float(value)  # type: ignore[arg-type]
 
 
-def in_tensor_dtype(value: object, tensor: SSAValue) -> float:
+def in_tensor_dtype(value: object, tensor: SSAValue) -> float | int:
     """A Python scalar as PyTorch uses it against a float tensor: cast to the tensor's dtype (a bf16 or f16
     tensor compares with, adds and clamps to the scalar rounded to bf16/f16; fp32 immediates round anyway)."""
     number = _number(value)
@@ -1160,7 +1163,7 @@ def _constant_fill(value_arg: str) -> Lowering:
 
 
 def _fill(em: LoopNestBuilder, value: float, result: TileType) -> SSAValue:
-    return em.insert(tile.FillOp(float(value), result)).result
+    return em.insert(tile.FillOp(value, result)).result
 
 
 def legal(op: Operation) -> str | None:

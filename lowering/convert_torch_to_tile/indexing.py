@@ -367,7 +367,7 @@ def _load_values(source: SSAValue, shape: Sequence[int], element_type: Attribute
     return values
 
 
-def _fill_values(value: float, element_type: Attribute):  # type: ignore[no-untyped-def]
+def _fill_values(value: float | int, element_type: Attribute):  # type: ignore[no-untyped-def]
     def values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
         return e.insert(tile.FillOp(value, TileType((ps, fs), element_type, Memory.SBUF))).result
 
@@ -535,7 +535,7 @@ def _scatter(mode: str) -> Lowering:
         access = _along_dim(em, out, args["dim"], args["index"])
         element_type = result_element_type(op)
         if mode == "value":
-            values = _fill_values(float(args["value"]), element_type)
+            values = _fill_values(args["value"], element_type)
         else:
             values = _load_values(args["src"], access.shape, element_type)
         emit_scatter(em, op.name, out, access, values, accumulate=mode == "add")

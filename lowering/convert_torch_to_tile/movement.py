@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import is_integer_type
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     PARTITION_TILE,
@@ -38,12 +39,12 @@ from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.program import row_major_strides
 
 
-def fill_into(em: LoopNestBuilder, out: SSAValue, value: float) -> None:
+def fill_into(em: LoopNestBuilder, out: SSAValue, value: float | int) -> None:
     """Fill every element of the HBM view `out` with `value`."""
     layout = layout_of(out)
     if layout.num_elements == 0:
         return
-    fill = lambda e, tiles, result: e.insert(tile.FillOp(float(value), result)).result  # noqa: E731
+    fill = lambda e, tiles, result: e.insert(tile.FillOp(value, result)).result  # noqa: E731
     emit_elementwise(em, layout.shape, element_type_of(out), [], fill, out, wide=True)
 
 
@@ -142,7 +143,7 @@ def _constant_pad_nd(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -
         inner = inner.slice(dim, max(0, -low), source.shape[dim] - max(0, -high))
         outer = outer.slice(dim, max(0, low), shape[dim] - max(0, high))
     if any(p > 0 for p in pads):
-        fill_into(em, out, float(args.get("value", 0)))
+        fill_into(em, out, args.get("value", 0))
     copy_into(em, view(em, args["self"], inner), view(em, out, outer))
     return [out]
 
@@ -213,14 +214,27 @@ def _empty(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSA
     return [alloc(em, result_shape(op), result_element_type(op))]
 
 
+# The integers fp32 holds exactly: an integer arange reaching beyond them is computed in integers
+_FP32_EXACT_INTEGERS = 2**24
+
+
 def _arange(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    """out[i] = start + i * step: GpSimdE iota counts i (int32, exact), VectorE scales and shifts in fp32.
+    """out[i] = start + i * step: GpSimdE iota counts i (int32, exact), VectorE scales and shifts in fp32, or,
+    for integer results reaching beyond fp32's exact integers (2^24), GpSimdE in the result's integers.
 
     Tiles are [128, up to 2048] blocks of the flat output at static positions, so each iota's base is a constant.
     """
-    start, step = float(args.get("start", 0)), float(args.get("step", 1))
+    start, step = args.get("start", 0), args.get("step", 1)
     (count,) = result_shape(op)
-    out = alloc(em, (count,), result_element_type(op))
+    element_type = result_element_type(op)
+    reach = max(abs(start), abs(start + (count - 1) * step)) if count else 0
+    exact = (
+        is_integer_type(element_type)
+        and all(float(v).is_integer() for v in (start, step))
+        and reach > _FP32_EXACT_INTEGERS
+    )
+    work = element_type if exact else f32
+    out = alloc(em, (count,), element_type)
     block = PARTITION_TILE * FREE_TILE
     for first in range(0, count, block):
         size = min(block, count - first)
@@ -230,11 +244,15 @@ def _arange(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SS
             if p == 0 or f == 0:
                 continue
             target = view(em, out, Layout((p, f), (f, 1), base))
-            counter = em.insert(tile.IotaOp(TileType((p, f), f32), [1], base, f)).result
-            value = em.insert(tile.BinaryScalarOp(counter, "multiply", TileType((p, f), f32), scalar=step)).result
-            value = em.insert(tile.BinaryScalarOp(value, "add", TileType((p, f), f32), scalar=start)).result
-            em.insert(tile.StoreOp(em.insert(tile.CopyOp(value, TileType((p, f), result_element_type(op)))).result,
-                                   target, [em.index(0), em.index(0)]))  # fmt: skip
+            counter = em.insert(tile.IotaOp(TileType((p, f), i32 if exact else f32), [1], base, f)).result
+            if exact:
+                counter = em.insert(tile.CopyOp(counter, TileType((p, f), work))).result
+            scale, shift = (int(step), int(start)) if exact else (float(step), float(start))
+            value = em.insert(tile.BinaryScalarOp(counter, "multiply", TileType((p, f), work), scalar=scale)).result
+            value = em.insert(tile.BinaryScalarOp(value, "add", TileType((p, f), work), scalar=shift)).result
+            if not exact:
+                value = em.insert(tile.CopyOp(value, TileType((p, f), element_type))).result
+            em.insert(tile.StoreOp(value, target, [em.index(0), em.index(0)]))
     return [out]
 
 

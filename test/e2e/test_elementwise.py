@@ -158,6 +158,52 @@ def test_int32_arithmetic_wraps_like_pytorch():
     check_compiled(lambda x: (x + 1, x - 1, x * 4096), a)
 
 
+_INT64_MAX, _INT64_MIN = torch.iinfo(torch.int64).max, torch.iinfo(torch.int64).min
+
+
+def _int64_immediates(x, mask):
+    return (
+        torch.full((3, 130), 2**62 + 1, dtype=torch.int64),
+        x + torch.full_like(x, 2**62 + 1),
+        x.masked_fill(mask, _INT64_MAX),
+        x.masked_fill(mask, _INT64_MIN),
+        torch.where(mask, x, _INT64_MAX),
+        torch.where(mask, _INT64_MIN, x),
+        x + (2**53 + 1),
+        x - _INT64_MAX,
+        torch.maximum(x, torch.full_like(x, _INT64_MAX)),
+        torch.nn.functional.pad(x, (1, 2), value=_INT64_MAX),
+        x.scatter(1, torch.zeros(3, 1, dtype=torch.int64), _INT64_MIN + 1),
+    )
+
+
+def test_int64_immediates_keep_every_bit():
+    """Fills, masked_fill and where with a scalar, padding, scatter of a value and scalar arithmetic on int64
+    with values an f64 rounds (above 2^53) or carries out of range (int64's largest becomes 2^63)."""
+    torch.manual_seed(5)
+    x = torch.randint(-(2**40), 2**40, (3, 130), dtype=torch.int64)
+    mask = torch.rand(3, 130) > 0.5
+    check_compiled(_int64_immediates, x, mask)
+
+
+def test_int64_aranges_and_truncated_division_beyond_fp32():
+    x = torch.tensor([_INT64_MIN, _INT64_MAX, 2**62 + 1, -(2**62) - 3, 7], dtype=torch.int64)
+    check_compiled(
+        lambda t: (
+            torch.arange(2**62 + 1, 2**62 + 6) + t,
+            torch.arange(2**40, -(2**40), -(2**39 + 1)),
+            torch.arange(2**24 + 1, 2**24 + 6, dtype=torch.int32),
+            torch.div(t, 2**40 + 7, rounding_mode="trunc"),
+        ),
+        x,
+    )
+
+
+def test_int32_fills_beyond_two_to_the_24_are_exact():
+    x = torch.arange(6, dtype=torch.int32)
+    check_compiled(lambda t: (torch.full_like(t, 2**24 + 1), t.masked_fill(t > 2, 2**31 - 1), t + (2**30 + 1)), x)
+
+
 def test_mixed_type_promotion():
     i = torch.randint(-50, 50, (5, 9), dtype=torch.int32)
     f = torch.randn(5, 9)

@@ -342,6 +342,32 @@ def test_data_dependent_sizes_are_dynamic_dimensions():
     assert "tensor<?x2xi64>" in print_with_locations(module)
 
 
+def test_a_size_of_a_later_symint_input_is_specialised():
+    # AOTAutograd's backward may take a tensor of [2*u1, 32] before the SymInt u1 itself (a data-dependent
+    # count): the tensor is typed by the symbol the later input binds, not left `?`
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    shape_env = ShapeEnv()
+    with FakeTensorMode(shape_env=shape_env):
+        count = shape_env.create_unbacked_symint()
+        rows = torch.empty(2 * count, 32)
+        viewed = rows.view(count, 2, 32)
+
+    def build(graph):
+        x = placeholder(graph, "x", rows)
+        n = placeholder(graph, "n", count)
+        graph.output((call(graph, torch.ops.aten.view.default, (x, [n, 2, 32]), viewed),))
+
+    graph = hand_made(build)
+    inputs = [torch.randn(6, 32), 3]
+    module, signature = check_import(graph, inputs)
+    text = print_with_locations(module)
+    assert "%x: tensor<6x32xf32>" in text
+    assert "tensor<3x2x32xf32>" in text
+    assert signature.arguments(inputs)[0].shape == (6, 32)
+
+
 def test_compiling_with_dynamic_shapes_runs_specialised(fresh_compiler):
     from support import assert_close_to_torch
 

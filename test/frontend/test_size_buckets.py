@@ -408,6 +408,25 @@ def test_sizes_used_as_numbers_read_the_calls_size():
         assert_close_to_torch(compiled(x), scaled(x), f"{rows} rows")
 
 
+def test_int64_minima_over_padded_rows_ignore_the_padding_exactly():
+    # the padding rows of a minimum hold int64's largest: neither rounded to 2^63 (which wraps to the smallest
+    # value and wins every minimum) nor to a neighbour of the largest, which a column of largests would return
+    imax, imin = torch.iinfo(torch.int64).max, torch.iinfo(torch.int64).min
+
+    def extremes(x):
+        return x.amin(0), x.amax(0), x.min(0).values, x.argmin(0)
+
+    compiled = torch.compile(extremes, backend="neuron-mlir", dynamic=True, options={"strict": True, "cache": False})
+    for rows in (3, 7, 6, 12):
+        x = torch.full((rows, 4), imax, dtype=torch.int64)
+        x[rows - 1, 0] = imax - 1
+        x[0, 1] = imin
+        x[1, 2] = 2**62 + 1
+        for index, (got, want) in enumerate(zip(compiled(x), extremes(x), strict=True)):
+            assert_close_to_torch(got, want, f"{rows} rows, result {index}")
+    assert _programs() <= 2
+
+
 _WEIGHT = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
 
 

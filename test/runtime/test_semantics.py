@@ -699,6 +699,21 @@ def test_gpsimd_division_kernels_exact_on_int32(kernel, name):
     np.testing.assert_array_equal(out, expected.astype(np.int32))
 
 
+@pytest.mark.parametrize("name", ["divide_trunc", "divide_floor", "fmod", "remainder"])
+def test_gpsimd_division_kernels_exact_on_int64_extremes(kernel, name):
+    low, high = -(2**63), 2**63 - 1
+    a = np.array([[low, low, high, high, low + 1, -7, 2**62 + 1]], np.int64)
+    b = np.array([[2**40 + 7, -3, 2**40 + 7, -3, 2, 2, -(2**33)]], np.int64)
+    out = kernel("gpsimd_kernel", "gpsimd", {"in0": a, "in1": b}, {"dst": (a.shape, "i64")}, {"kernel": name})["dst"]
+    expected = {  # Python's integers: exact at any size
+        "divide_trunc": lambda x, y: abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1),
+        "divide_floor": lambda x, y: x // y,
+        "fmod": lambda x, y: abs(x) % abs(y) * (1 if x >= 0 else -1),
+        "remainder": lambda x, y: x % y,
+    }[name]
+    assert out.tolist() == [[expected(int(x), int(y)) for x, y in zip(a[0], b[0], strict=True)]]
+
+
 def test_gpsimd_kernel_column_operand(kernel):
     a = np.arange(12, dtype=np.int32).reshape(3, 4)
     b = np.array([[2], [3], [5]], np.int32)

@@ -51,6 +51,9 @@ def test_tiny_configurations():
     assert whisper.num_mel_bins == 16
     cvt = model_sweep.tiny_config("cvt")  # dropout and stochastic depth given per stage
     assert [list(cvt.drop_path_rate), list(cvt.drop_rate), list(cvt.attention_drop_rate)] == [[0.0] * 3] * 3
+    grounding_dino = model_sweep.tiny_config("grounding-dino")  # stochastic depth of its fusion layers
+    assert grounding_dino.fusion_droppath == 0.0
+    assert model_sweep.tiny_config("efficientnet").drop_connect_rate == 0.0
     vits = model_sweep.tiny_config("vits")  # the noise it samples for its prior and durations, like dropout, off
     assert (vits.noise_scale, vits.noise_scale_duration) == (0.0, 0.0)
     dinov3 = model_sweep.tiny_config("dinov3_vit")  # its RoPE's random training augmentations, like dropout, off

@@ -15,10 +15,10 @@ func.func @integer_arithmetic_is_exact(%a: tensor<4x8xi32>, %b: tensor<4x8xi32>)
 // CHECK-LABEL: func.func @integer_arithmetic_is_exact
 // CHECK:       tile.load
 // CHECK-NEXT:  %[[B:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xi32, sbuf>
-// CHECK:       %[[SCALED:.*]] = tile.binary_scalar %[[B]] {op = "multiply", scalar = 3.000000e+00 : f64} : (!tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
+// CHECK:       %[[SCALED:.*]] = tile.binary_scalar %[[B]] {op = "multiply", scalar = 3 : i64} : (!tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
 // CHECK:       tile.binary %{{.*}}, %[[SCALED]] {op = "add"} : (!tile.tile<32x1xi32, sbuf>, !tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
 // CHECK:       tile.kernel %{{.*}}, %{{.*}} {kernel = "divide_floor"} : (!tile.tile<32x1xi32, sbuf>, !tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
-// CHECK:       %[[THREE:.*]] = tile.fill {value = 3.000000e+00 : f64} : !tile.tile<32x1xi32, sbuf>
+// CHECK:       %[[THREE:.*]] = tile.fill {value = 3 : i64} : !tile.tile<32x1xi32, sbuf>
 // CHECK:       tile.kernel %{{.*}}, %[[THREE]] {kernel = "remainder"}
 
 // -----
@@ -198,7 +198,7 @@ func.func @zero_dimensional_operands(%mask: tensor<2x512x512xi1>, %zero: tensor<
 // CHECK:       %[[REAL:.*]] = tile.view %real : memref<1x1x512x1xi1, #mem<hbm>> to memref<8x512x64xi1, strided<[0, 1, 0]>, #mem<hbm>>
 // CHECK:       scf.for
 // CHECK:         %[[COLUMN:.*]] = tile.load %[[REAL]][{{.*}}] {{.*}} -> !tile.tile<128x1xi1, sbuf>
-// CHECK:         %[[FILLED:.*]] = tile.fill {value = -0.000000e+00 : f64} : !tile.tile<128x64xi1, sbuf>
+// CHECK:         %[[FILLED:.*]] = tile.fill {value = 0 : i64} : !tile.tile<128x64xi1, sbuf>
 // CHECK-NEXT:    %[[SPREAD:.*]] = tile.binary_scalar %[[FILLED]] column %[[COLUMN]] {op = "add"} {{.*}} -> !tile.tile<128x64xi1, sbuf>
 // CHECK:         tile.select %[[SPREAD]]
 func.func @boolean_column(%keys: tensor<4x2x512x64xf32>, %real: tensor<1x1x512x1xi1>, %zero: tensor<f32>) -> tensor<4x2x512x64xf32> {

@@ -109,7 +109,7 @@ func.func @random_streams(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf
 // CHECK:       %[[COUNTERS:.*]] = tile.iota {steps = array<i64: 1>, channel_multiplier = 1 : i64} : !tile.tile<32x1xi32, sbuf>
 // CHECK:       %[[KEY:.*]] = tile.load %[[SEED]]
 // CHECK:       tile.kernel %[[COUNTERS]], %[[KEY]] {kernel = "uniform"}
-// CHECK:       tile.binary_scalar %{{.*}} {op = "add", scalar = 0xC1D8722191C00000 : f64} : (!tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "add", scalar = -1640531527 : i64} : (!tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
 // CHECK:       %[[U:.*]] = tile.kernel %{{.*}}, %{{.*}} {kernel = "uniform"}
 // CHECK:       tile.binary_scalar %[[U]] {op = "is_lt", scalar = 5.000000e-01 : f64} : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xi1, sbuf>
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 2.000000e+00 : f64}

@@ -243,6 +243,15 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // CHECK-LABEL: func.func @memset_int64_smallest
+  func.func @memset_int64_smallest() {
+    // CHECK: %[[LOW:.*]] = neuron.alloc
+    %low = neuron.alloc : memref<128x1xi64, #mem<sbuf>>
+    // CHECK: neuron.memset vector dst %[[LOW]][0:128, 0, [[1, 1]]] {value = -9223372036854775808 : i64} : memref<128x1xi64, #mem<sbuf>>
+    neuron.memset vector dst %low[0:128, 0, [[1, 1]]] {value = -9223372036854775808 : i64} : memref<128x1xi64, #mem<sbuf>>
+    func.return
+  }
+
   // CHECK-LABEL: func.func @iota_pattern
   func.func @iota_pattern() {
     // CHECK: %[[I:.*]] = neuron.alloc

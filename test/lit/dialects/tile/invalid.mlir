@@ -363,7 +363,31 @@ func.func @binary_scalar_column_not_column(%x: !tile.tile<128x37xf32, sbuf>, %c:
 
 // -----
 
+func.func @binary_scalar_integer_immediate_of_floats(%x: !tile.tile<37x512xf32, sbuf>) {
+  %y = tile.binary_scalar %x {op = "add", scalar = 2 : i64} : (!tile.tile<37x512xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.binary_scalar: an integer `scalar` needs integer elements, but the input holds f32
+
+// -----
+
 // ---- tile.fill / tile.reduce ----------------------------------------------------------------------------------
+
+func.func @fill_integer_value_of_floats() {
+  %ones = tile.fill {value = 1 : i64} : !tile.tile<128x1xf32, sbuf>
+  func.return
+}
+// CHECK: tile.fill: an integer `value` needs integer elements, but the tile holds f32
+
+// -----
+
+func.func @fill_integer_value_not_i64() {
+  %ones = tile.fill {value = 1 : i32} : !tile.tile<128x1xi32, sbuf>
+  func.return
+}
+// CHECK: tile.fill: Expected attribute i64 but got i32
+
+// -----
 
 func.func @fill_too_many_partitions() {
   %ones = tile.fill {value = 1.0 : f64} : !tile.tile<256x1xf32, sbuf>

@@ -149,6 +149,15 @@ func.func @binary_scalar_immediate(%x: !tile.tile<37x512xf32, sbuf>) -> !tile.ti
   func.return %y : !tile.tile<37x512xf32, sbuf>
 }
 
+// CHECK-LABEL: func.func @binary_scalar_int64_immediate
+// CHECK-SAME: (%[[X:[^:]+]]: !tile.tile<8x1xi64, sbuf>
+func.func @binary_scalar_int64_immediate(%x: !tile.tile<8x1xi64, sbuf>) -> !tile.tile<8x1xi64, sbuf> {
+  // CHECK: %[[Y:.*]] = tile.binary_scalar %[[X]] {op = "add", scalar = 4611686018427387905 : i64} : (!tile.tile<8x1xi64, sbuf>) -> !tile.tile<8x1xi64, sbuf>
+  %y = tile.binary_scalar %x {op = "add", scalar = 4611686018427387905 : i64} : (!tile.tile<8x1xi64, sbuf>) -> !tile.tile<8x1xi64, sbuf>
+  // CHECK: func.return %[[Y]]
+  func.return %y : !tile.tile<8x1xi64, sbuf>
+}
+
 // CHECK-LABEL: func.func @binary_scalar_column
 // CHECK-SAME: (%[[X:[^:]+]]: !tile.tile<128x37xf32, sbuf>{{.*}}, %[[C:[^:]+]]: !tile.tile<128x1xf32, sbuf>
 func.func @binary_scalar_column(%x: !tile.tile<128x37xf32, sbuf>, %c: !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x37xf32, sbuf> {
@@ -195,6 +204,15 @@ func.func @fill_column() -> !tile.tile<128x1xf32, sbuf> {
   %ones = tile.fill {value = 1.0 : f64} : !tile.tile<128x1xf32, sbuf>
   // CHECK: func.return %[[ONES]]
   func.return %ones : !tile.tile<128x1xf32, sbuf>
+}
+
+// An integer tile's fill is an i64: exact to int64's extremes, which an f64 rounds to 2^63.
+// CHECK-LABEL: func.func @fill_int64_largest
+func.func @fill_int64_largest() -> !tile.tile<128x1xi64, sbuf> {
+  // CHECK: %[[TOP:.*]] = tile.fill {value = 9223372036854775807 : i64} : !tile.tile<128x1xi64, sbuf>
+  %top = tile.fill {value = 9223372036854775807 : i64} : !tile.tile<128x1xi64, sbuf>
+  // CHECK: func.return %[[TOP]]
+  func.return %top : !tile.tile<128x1xi64, sbuf>
 }
 
 // CHECK-LABEL: func.func @reduce_default_axes
