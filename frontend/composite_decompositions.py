@@ -1012,14 +1012,14 @@ def randint_low(
     high: int,
     size: Sequence[int],
     *,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | int | None = 4,  # the schema's default: ScalarType 4, int64
     generator: torch.Generator | None = None,
     **factory: Any,
 ) -> torch.Tensor:
     """`aten.randint.low`: low + floor((high - low) * u), the span's integers about equally likely for a 24-bit
     uniform u (its 2^24 values spread over at most 2^24 integers); a wider span, a generator or a float64 result
     keeps ATen's op."""
-    dtype = dtype or torch.int64
+    dtype = torch.int64 if dtype is None or isinstance(dtype, int) else dtype
     span = int(high) - int(low)
     if generator is not None or span <= 0 or span > RANDINT_SPAN_LIMIT or dtype == torch.float64:
         return NotImplemented

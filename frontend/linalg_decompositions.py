@@ -5,9 +5,10 @@ them to its table), so `torch.linalg.cholesky` and friends reach the compiler as
 reductions, matmuls and index ops instead of one LAPACK call that runs on the CPU.
 
 Input contract: float32 matrices of static shape whose order (the longer matrix side) is at most
-`MAX_UNROLLED_ORDER`; every other call (float64 and complex tensors, larger matrices) returns NotImplemented and
-the kernel stays whole, running on the CPU as before. Loops run over the matrix order at trace time, so the
-graph grows linearly with n (Jacobi sweeps: with n times the sweep count), never with the batch.
+`MAX_UNROLLED_ORDER` (`MAX_TRIANGULAR_ORDER` for a triangular solve alone); every other call (float64 and complex
+tensors, larger matrices) returns NotImplemented and the kernel stays whole, running on the CPU as before. Loops
+run over the matrix order at trace time, so the graph grows linearly with n (Jacobi sweeps: with n times the
+sweep count), never with the batch.
 
 Output guarantee: the kernel's results as LAPACK computes them, up to fp32 rounding, following its conventions
 where they decide a result: partial pivoting takes the first row of largest magnitude (pivots 1-based int32, as
@@ -34,13 +35,20 @@ MAX_JACOBI_ORDER = 8
 step per pair of columns per sweep: ~1500 nodes at n = 5 or 6, ~2100 at 8, ~5400 at 16."""
 
 
-def _refused(*tensors: torch.Tensor) -> bool:
+MAX_TRIANGULAR_ORDER = 128
+"""The largest order of a triangular solve alone: by blocks of `SUBSTITUTION_BLOCK` rows, one matmul per block
+for what the solved rows contribute, so ~65 nodes per block (n = 64, the chunk of Qwen3-Next's gated delta rule:
+~260 nodes)."""
+SUBSTITUTION_BLOCK = 16
+
+
+def _refused(*tensors: torch.Tensor, largest: int = MAX_UNROLLED_ORDER) -> bool:
     """Whether the kernel stays whole: a dtype the NeuronCore computes no factorization in, or too large a
-    matrix to unroll."""
+    matrix to unroll (order above `largest`)."""
     for tensor in tensors:
         if tensor.dtype != torch.float32:
             return True
-        if tensor.dim() >= 2 and max(tensor.shape[-2:]) > MAX_UNROLLED_ORDER:
+        if tensor.dim() >= 2 and max(tensor.shape[-2:]) > largest:
             return True
     return False
 
@@ -59,8 +67,29 @@ def _identity(n: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def _substitute(triangle: torch.Tensor, rhs: torch.Tensor, lower: bool, unit_diagonal: bool) -> torch.Tensor:
-    """X with triangle @ X = rhs, row by row (forward substitution for a lower triangle, backward for an upper
-    one); only the triangle and, unless `unit_diagonal`, its diagonal are read. Batch dims must agree."""
+    """X with triangle @ X = rhs, by blocks of `SUBSTITUTION_BLOCK` rows (forward substitution for a lower
+    triangle, backward for an upper one): a block's right-hand side less what the solved rows contribute (one
+    matmul), then the block's own rows one by one. Only the triangle and, unless `unit_diagonal`, its diagonal
+    are read. Batch dims must agree."""
+    n = triangle.shape[-1]
+    if n == 0:
+        return rhs.clone()
+    starts = list(range(0, n, SUBSTITUTION_BLOCK))
+    blocks: dict[int, torch.Tensor] = {}  # block start -> its solved rows
+    for start in starts if lower else reversed(starts):
+        stop = min(start + SUBSTITUTION_BLOCK, n)
+        block = rhs[..., start:stop, :]
+        # the solved rows are contiguous: [0, start) below a lower triangle's diagonal, [stop, n) for an upper one
+        known_start, known_stop = (0, start) if lower else (stop, n)
+        if known_stop > known_start:
+            known = torch.cat([blocks[k] for k in sorted(blocks)], dim=-2)
+            block = block - triangle[..., start:stop, known_start:known_stop] @ known
+        blocks[start] = _substitute_rows(triangle[..., start:stop, start:stop], block, lower, unit_diagonal)
+    return torch.cat([blocks[k] for k in sorted(blocks)], dim=-2)
+
+
+def _substitute_rows(triangle: torch.Tensor, rhs: torch.Tensor, lower: bool, unit_diagonal: bool) -> torch.Tensor:
+    """`_substitute` for one block, row by row."""
     n = triangle.shape[-1]
     rows: dict[int, torch.Tensor] = {}
     order = range(n) if lower else range(n - 1, -1, -1)
@@ -68,15 +97,12 @@ def _substitute(triangle: torch.Tensor, rhs: torch.Tensor, lower: bool, unit_dia
         row = rhs[..., i : i + 1, :]
         solved = sorted(rows)
         if solved:
-            # the solved rows are contiguous: [0, i) below a lower triangle's diagonal, (i, n) for an upper one
             start, stop = solved[0], solved[-1] + 1
             known = torch.cat([rows[k] for k in range(start, stop)], dim=-2)
             row = row - triangle[..., i : i + 1, start:stop] @ known
         if not unit_diagonal:
             row = row / triangle[..., i : i + 1, i : i + 1]
         rows[i] = row
-    if n == 0:
-        return rhs.clone()
     return torch.cat([rows[k] for k in range(n)], dim=-2)
 
 
@@ -84,7 +110,7 @@ def linalg_solve_triangular(
     A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False
 ) -> torch.Tensor:
     """`aten.linalg_solve_triangular`: X with A X = B (X A = B when not `left`), A triangular."""
-    if _refused(A, B):
+    if _refused(A, B, largest=MAX_TRIANGULAR_ORDER):
         return NotImplemented
     A, B = _batch_broadcast(A, B)
     if left:
@@ -98,7 +124,7 @@ def triangular_solve(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`aten.triangular_solve`: (X with op(A) X = B, op transposing when `transpose`; A's copy), both with the
     common batch shape."""
-    if _refused(A, B):
+    if _refused(A, B, largest=MAX_TRIANGULAR_ORDER):
         return NotImplemented
     A, B = _batch_broadcast(A, B)
     triangle, lower = (A.mT, upper) if transpose else (A, not upper)

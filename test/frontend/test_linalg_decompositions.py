@@ -71,7 +71,7 @@ def test_cholesky_reads_one_triangle_and_reports_the_first_bad_minor() -> None:
     assert info.tolist() == torch.linalg.cholesky_ex(indefinite).info.tolist() == [3, 0]
 
 
-@pytest.mark.parametrize("n", ORDERS)
+@pytest.mark.parametrize("n", [*ORDERS, 17, 64, linalg.MAX_TRIANGULAR_ORDER])  # blocks of rows beyond 16
 @pytest.mark.parametrize("upper", [False, True])
 def test_triangular_solves_match_lapack(n: int, upper: bool) -> None:
     t, b = triangle(n, upper), rhs(n)
@@ -422,3 +422,17 @@ def test_every_decomposition_defaults_its_arguments_as_the_schema_does() -> None
             if parameter.default is inspect.Parameter.empty or parameter.default != argument.default_value:
                 differing.append(f"{op} {argument.name}: {parameter.default} for {argument.default_value}")
     assert differing == []
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_a_gated_delta_rule_chunk_solves_on_the_device() -> None:
+    # Qwen3-Next's gated delta rule solves a unit lower triangle of its 64-token chunk: four blocks of 16 rows
+    def solve(system: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.solve_triangular(system, values, upper=False, unitriangular=True)
+
+    system = triangle(64, upper=False).unsqueeze(1).expand(BATCH, 2, 64, 64)
+    values = torch.randn(BATCH, 2, 64, 16, generator=torch.Generator().manual_seed(2))
+    actual = torch.compile(solve, backend="neuron-mlir")(system, values)
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    assert_close_to_torch(actual, solve(system, values))
