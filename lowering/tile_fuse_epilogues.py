@@ -284,6 +284,11 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
     return _Epilogue(product, out, stores, consumer_stores, compute, first)
 
 
+def _dims(store: tile.StoreOp) -> list[int] | None:
+    """The tensor dimensions `store`'s tile dimensions walk, as given (None: its tensor's last ones)."""
+    return None if store.dims is None else [int(d) for d in store.dims.get_values()]
+
+
 def _single_element(load: tile.LoadOp, store: tile.StoreOp) -> bool:
     """Whether `load` reads one element broadcast to a [P, 1] column (a per-tensor scale) beside the nest's wider
     tiles that `store` writes: every stride of its view is 0, so it loads the same values at any index. Such an
@@ -413,8 +418,10 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
                         group_columns[key] = new_load.result
                     loaded[load.result] = group_columns[key]
                 else:
+                    # read where the product's store writes, walking the dims it walks (a weight gradient's store
+                    # per kernel position walks the channel dims of its 4-D tensor)
                     source = operand_view(load.source, memref_layout(store.dest).shape)
-                    new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))
+                    new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes), _dims(store))
                     new_load.location = load.location
                     emit(new_load)
                     loaded[load.result] = new_load.result
@@ -431,7 +438,9 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
                 emit(clone)
                 loaded.update(zip(op.results, clone.results, strict=True))
         for store, loaded in zip(group, values, strict=True):
-            out_store = tile.StoreOp(loaded[compute.store.value], out_view_for(store), list(store.indices))
+            out_store = tile.StoreOp(
+                loaded[compute.store.value], out_view_for(store), list(store.indices), _dims(store)
+            )
             out_store.location = epilogue.consumer_stores[0].location if kept else store.location
             emit(out_store)
             if not kept:

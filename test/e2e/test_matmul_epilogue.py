@@ -65,3 +65,26 @@ def test_matmul_epilogue(name, fn, shapes):
     assert_close_to_torch(out, fn(*inputs), name)
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_a_shared_transposed_convolutions_weight_gradients_add_where_stored():
+    # a ConvTranspose2d applied twice (VidEoMT's upscaling, once per frame): its two weight gradients are stored
+    # one kernel position at a time, walking the channel dims of the 4-D weight, and their sum is fused into those
+    # stores: the fused loads and stores must walk the same dims (they walked the last two and did not verify)
+    torch.manual_seed(0)
+    conv = torch.nn.ConvTranspose2d(32, 32, kernel_size=2, stride=2)
+    first, second = torch.randn(2, 32, 4, 4), torch.randn(2, 32, 4, 4)
+
+    def loss(a, b):
+        return F.gelu(conv(a)).square().sum() + F.gelu(conv(b)).square().sum()
+
+    def gradients() -> list[torch.Tensor | None]:
+        return [None if p.grad is None else p.grad.clone() for p in conv.parameters()]
+
+    torch.compile(loss, backend="neuron-mlir")(first, second).backward()
+    compiled = gradients()
+    conv.zero_grad()
+    loss(first, second).backward()
+    assert_close_to_torch(compiled, gradients(), "weight and bias gradients")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
