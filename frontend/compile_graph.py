@@ -996,12 +996,13 @@ class ShapeSpecialisedGraph(PerSizes):
     def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
         from neuron_mlir import __version__
 
-        # a size read from tensor values (a count the host read) that no tensor can have: the graph's own check
-        # of it runs after this region, so refuse here, before a shape with a negative extent is imported
-        negative = [args[p] for p in self.positions if isinstance(args[p], int) and args[p] < 0]
-        if negative:
+        # a size read from tensor values (a count the host read) that gives a tensor a negative extent: the
+        # graph's own check of it runs after this region, so refuse here, before such a shape is imported. A
+        # value read for another use (a negative pad crops) is no size and passes.
+        negative = _negative_extent(self.graph_module, args, self.positions)
+        if negative is not None:
             raise RuntimeError(
-                f"{name}: a size read from tensor values is {negative[0]}, and a size cannot be negative "
+                f"{name}: a size read from tensor values is {negative}, and a size cannot be negative "
                 "(repeat_interleave's repeats, a count passed to arange or a view)"
             )
         started = time.perf_counter()
@@ -1079,6 +1080,33 @@ class ComplexGraphPerSizes(PerSizes):
                 self.as_traced = _compile_graph(self.graph_module, self.options, self.kind)
             return self.as_traced
         return compile_graph(specialised, args, self.options, self.kind)
+
+
+def _negative_extent(graph_module: torch.fx.GraphModule, args: list[Any], positions: list[int]) -> int | None:
+    """The first negative extent a tensor of `graph_module` has with its integer inputs at `positions` given
+    `args`' values (sizes the host read from tensor values), or None."""
+    import sympy  # type: ignore[import-untyped]
+
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    values = {}
+    for p in positions:
+        symbol = placeholders[p].meta.get("val")
+        if isinstance(symbol, torch.SymInt) and isinstance(args[p], int):
+            values[symbol.node.expr] = sympy.Integer(args[p])
+    if not any(value < 0 for value in values.values()):
+        return None
+    for node in graph_module.graph.nodes:
+        value = node.meta.get("val")
+        for tensor in value if isinstance(value, list | tuple) else (value,):
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            for extent in tensor.shape:
+                node_of_extent = getattr(extent, "node", None)  # a SymInt's; a plain int extent has none
+                if node_of_extent is not None:
+                    expression = sympy.sympify(node_of_extent.expr).xreplace(values)
+                    if expression.is_number and int(expression) < 0:
+                        return int(expression)
+    return None
 
 
 def _is_symbolic(value: Any) -> bool:

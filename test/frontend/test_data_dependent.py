@@ -115,6 +115,19 @@ def test_repeat_interleave_by_tensor_repeats():
         compiled(x, torch.tensor([3, -1, 0, 0, 1]))
 
 
+def test_a_negative_pad_read_from_tensor_values_crops_as_in_eager():
+    # EnCodec pads its frames by amounts computed from tensors: a negative amount crops, no size is negative
+    def padded(x, extra):
+        return torch.nn.functional.pad(x, (0, int(extra.sum().item()))) * 2
+
+    compiled = _compiled(padded)
+    x = torch.arange(24.0).reshape(2, 12)
+    for extra in ([2, 1], [-3, -3], [0, 0]):
+        amounts = torch.tensor(extra)
+        assert_close_to_torch(compiled(x, amounts), padded(x, amounts), f"padded by {sum(extra)}")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
 def test_boolean_indexing_trains():
     def loss(x, weight):
         return (x[x.sum(-1) > 0] @ weight).tanh().sum() + torch.masked_select(x, x > 0.5).square().sum()
