@@ -1388,8 +1388,9 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
         f"mappings ({counts['architectures']} classes of {counts['model_types']} model types), built offline from its "
         f"configuration class's defaults shrunk to width {WIDTH}, {HEADS} heads, {LAYERS} layers, vocabulary {VOCAB}, "
         f"{IMAGE}-pixel images ({BATCH_NORM_IMAGE} for models with batch norm, whose last stages would otherwise "
-        "normalise two values per channel) and short audio, with random weights; "
-        f"batch {BATCH}, sequence {SEQUENCE}. Each class "
+        "normalise two values per channel) and short audio, with random weights (where the defaults build no "
+        "model, the sizes they leave for a checkpoint to give are given; a timm backbone, timm not being installed, "
+        f"is transformers' ResNet with the same feature maps); batch {BATCH}, sequence {SEQUENCE}. Each class "
         "runs in its own process: a forward under no_grad and a training step (forward, sum(output * R), backward) "
         'eagerly, through `backend="aot_eager"` (the ceiling: what Dynamo and AOTAutograd capture) and through '
         '`backend="neuron-mlir"`; outputs and gradients are compared with eager within the dtype\'s tolerance (or, '
