@@ -34,6 +34,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "examples"))  # models.routing
 
 
 def _simulated_us(call: Callable[[], object]) -> float:
@@ -90,17 +91,9 @@ def measure(n: int, d: int) -> dict[str, float]:
 
 
 def _route(x: torch.Tensor, gate: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
-    probs = (x @ gate).softmax(-1)
-    chosen = probs.topk(2, dim=-1).indices
-    weights = torch.gather(probs, 1, chosen)
-    out = torch.zeros(x.shape[0], experts.shape[2], device=x.device)
-    for expert in range(experts.shape[0]):
-        tokens, slots = torch.where(chosen == expert)
-        rows = (x[tokens] @ experts[expert]).relu()
-        out.index_add_(0, tokens, rows * weights[tokens, slots].unsqueeze(-1))
-    first = (chosen[:, 0] == 0).nonzero().squeeze(1)
-    load = torch.bincount(chosen.flatten(), minlength=experts.shape[0]).float() / chosen.numel()
-    return out + out.index_select(0, first).sum(0) + (load * probs.mean(0)).sum()
+    from models.routing import route_tokens
+
+    return route_tokens(x, gate, experts)
 
 
 def measure_moe() -> dict[str, float]:

@@ -2,13 +2,17 @@
 count, or count first (`repeat_interleave` by a tensor): results equal to the CPU's exactly (values, order, shape
 and dtype), empty and full results included, and no op on the host."""
 
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
-from support import assert_close_to_torch
+from support import REPO, assert_close_to_torch
+
+sys.path.insert(0, str(REPO / "examples"))
+from models.routing import route_tokens
 
 
 @pytest.fixture
@@ -347,21 +351,7 @@ def test_the_count_is_reported_apart_from_the_result(compiled, monkeypatch):
 
 
 def _route(x, gate, experts):
-    """A mixture of experts routed eagerly: each token's top-2 experts, per expert the tokens it was chosen by
-    (`torch.where` of the choices, `nonzero` of the tokens using it), their rows gathered, the expert's matmul
-    and the weighted rows added back at their tokens (`index_add_`); a load-balancing term from the tokens per
-    expert (`bincount`)."""
-    probs = (x @ gate).softmax(-1)
-    chosen = probs.topk(2, dim=-1).indices
-    weights = torch.gather(probs, 1, chosen)
-    out = torch.zeros(x.shape[0], experts.shape[2], device=x.device)
-    for expert in range(experts.shape[0]):
-        tokens, slots = torch.where(chosen == expert)
-        rows = (x[tokens] @ experts[expert]).relu()
-        out.index_add_(0, tokens, rows * weights[tokens, slots].unsqueeze(-1))
-    first = (chosen[:, 0] == 0).nonzero().squeeze(1)
-    load = torch.bincount(chosen.flatten(), minlength=experts.shape[0]).float() / chosen.numel()
-    return out + out.index_select(0, first).sum(0) + (load * probs.mean(0)).sum()
+    return route_tokens(x, gate, experts)
 
 
 def test_moe_routing_trains_on_the_device(compiled):
