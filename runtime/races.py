@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -591,19 +591,14 @@ class RaceChecker:
         ]
         if not nests:
             return
-        later, other = _crossing_pairs(
-            memory, lo, hi,
-            np.array([nest.site.memory_id for nest in nests], dtype=np.int64),
-            np.array([nest.lo for nest in nests], dtype=np.int64),
-            np.array([nest.hi for nest in nests], dtype=np.int64),
-        )  # fmt: skip
-        nest_queue = np.array([nest.queue for nest in nests], dtype=np.int64)[other]
+        later, other, met = _meeting_nests(memory, lo, hi, nests)
+        nest_queue = met.queue
         near = (
             (queue[later] != nest_queue)
-            & (writes[later] | np.array([nest.site.is_write for nest in nests], dtype=bool)[other])
-            & (view[later, nest_queue] < np.array([nest.last_seq for nest in nests], dtype=np.int64)[other])
-            & (np.array([nest.site.partition_start for nest in nests], dtype=np.int64)[other] < p1[later])
-            & (p0[later] < np.array([nest.site.partition_end for nest in nests], dtype=np.int64)[other])
+            & (writes[later] | met.is_write)
+            & (view[later, nest_queue] < met.last_seq)
+            & (met.partition_start < p1[later])
+            & (p0[later] < met.partition_end)
         )
         for access, j in zip(later[near].tolist(), other[near].tolist(), strict=True):
             nest = nests[j]
@@ -793,19 +788,14 @@ class RaceChecker:
             for nest in group
         ]
         if nests:
-            op, other = _crossing_pairs(
-                operands.memory, operands.lo, operands.hi,
-                np.array([nest.site.memory_id for nest in nests], dtype=np.int64),
-                np.array([nest.lo for nest in nests], dtype=np.int64),
-                np.array([nest.hi for nest in nests], dtype=np.int64),
-            )  # fmt: skip
-            nest_queue = np.array([nest.queue for nest in nests], dtype=np.int64)[other]
+            op, other, met = _meeting_nests(operands.memory, operands.lo, operands.hi, nests)
+            nest_queue = met.queue
             near = (
                 (operands.queue[op] != nest_queue)
-                & (operands.writes[op] | np.array([nest.site.is_write for nest in nests], dtype=bool)[other])
-                & (operands.p0[op] < np.array([nest.site.partition_end for nest in nests], dtype=np.int64)[other])
-                & (np.array([nest.site.partition_start for nest in nests], dtype=np.int64)[other] < operands.p1[op])
-                & (first[operands.where[op], nest_queue] < np.array([n.last_seq for n in nests], np.int64)[other])
+                & (operands.writes[op] | met.is_write)
+                & (operands.p0[op] < met.partition_end)
+                & (met.partition_start < operands.p1[op])
+                & (first[operands.where[op], nest_queue] < met.last_seq)
             )
             for k, j in zip(op[near].tolist(), other[near].tolist(), strict=True):
                 position, plan_op = operands.items[k]
@@ -1002,6 +992,37 @@ def _ranges(first: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     total = int(counts.sum())
     owner = np.repeat(np.arange(counts.size), counts)
     return owner, np.repeat(first, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+class _NestFields(NamedTuple):
+    """What the checks against earlier nests read of each nest in a list of pairs (one row per pair)."""
+
+    queue: np.ndarray
+    is_write: np.ndarray
+    last_seq: np.ndarray
+    partition_start: np.ndarray
+    partition_end: np.ndarray
+
+
+def _meeting_nests(
+    memory: np.ndarray, lo: np.ndarray, hi: np.ndarray, nests: Sequence[Any]
+) -> tuple[np.ndarray, np.ndarray, _NestFields]:
+    """The pairs (access, nest) whose byte ranges meet (`_crossing_pairs` of the accesses' [lo, hi) in `memory`
+    and the nests' hulls), with the nests' fields for each pair."""
+    later, other = _crossing_pairs(
+        memory, lo, hi,
+        np.array([nest.site.memory_id for nest in nests], dtype=np.int64),
+        np.array([nest.lo for nest in nests], dtype=np.int64),
+        np.array([nest.hi for nest in nests], dtype=np.int64),
+    )  # fmt: skip
+    fields = _NestFields(
+        np.array([nest.queue for nest in nests], dtype=np.int64)[other],
+        np.array([nest.site.is_write for nest in nests], dtype=bool)[other],
+        np.array([nest.last_seq for nest in nests], dtype=np.int64)[other],
+        np.array([nest.site.partition_start for nest in nests], dtype=np.int64)[other],
+        np.array([nest.site.partition_end for nest in nests], dtype=np.int64)[other],
+    )
+    return later, other, fields
 
 
 def _crossing_pairs(
