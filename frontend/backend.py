@@ -47,7 +47,7 @@ from neuron_mlir.frontend.float_constants import ValueSpecialised, float_constan
 from neuron_mlir.frontend.linalg_decompositions import route_composite_calls
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
 from neuron_mlir.frontend.recognize_activations import recognize_activations
-from neuron_mlir.frontend.size_inputs import read_size, size_inputs, specialise_sizes
+from neuron_mlir.frontend.size_inputs import size_inputs, specialise_sizes
 
 if TYPE_CHECKING:
     from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
@@ -380,7 +380,7 @@ def _compile_dynamo_graph(
                 sizes,
                 lambda gm: _compile_dynamo_graph(gm, example_inputs, config),
                 specialise=specialise_sizes,
-                read=read_size,
+                read=int,
                 what="integer inputs read as sizes",
             )
         return _run_untraceable_eagerly(graph_module, error, config)

@@ -28,22 +28,44 @@ from neuron_mlir.frontend import stats as stats_module
 Number = int | float | bool
 
 
+def zero_dim_inputs(graph_module: torch.fx.GraphModule) -> list[tuple[int, torch.fx.Node, Any, torch.Tensor]]:
+    """The placeholders of `graph_module` whose traced example is a 0-d tensor: (position among the placeholders,
+    node, Dynamo's graph argument, example); none for Dynamo's wrapper of nested inputs (`GmWrapper`)."""
+    if not hasattr(graph_module, "graph"):
+        return []
+    found = []
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    for position, node in enumerate(placeholders):
+        argument = node.meta.get("grapharg")
+        example = getattr(argument, "example", None)
+        if isinstance(example, torch.Tensor) and example.dim() == 0:
+            found.append((position, node, argument, example))
+    return found
+
+
+def specialised_copy(
+    graph_module: torch.fx.GraphModule, rewrite: Callable[[torch.fx.Graph, list[torch.fx.Node]], None]
+) -> torch.fx.GraphModule:
+    """A copy of `graph_module` whose graph `rewrite` changed (given the copy's graph and placeholders), with
+    Dynamo's notes on the graph (parameter names, ...)."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(graph_module.graph, {})
+    graph.output(output)
+    rewrite(graph, [n for n in graph.nodes if n.op == "placeholder"])
+    specialised = torch.fx.GraphModule(graph_module, graph)
+    specialised.meta = dict(graph_module.meta)
+    return specialised
+
+
 def float_constants(graph_module: torch.fx.GraphModule) -> dict[int, float]:
     """The floats of `graph_module` that `specialise` can make constants: placeholder position -> value seen."""
     from torch._dynamo.source import LocalSource
 
     found: dict[int, float] = {}
-    if not hasattr(graph_module, "graph"):  # Dynamo's wrapper of nested inputs (`GmWrapper`): left as it is
-        return found
-    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
-    for position, node in enumerate(placeholders):
-        argument = node.meta.get("grapharg")
-        if argument is None or not getattr(argument, "pass_arg_as_tensor", False):
+    for position, node, argument, example in zero_dim_inputs(graph_module):
+        if not getattr(argument, "pass_arg_as_tensor", False) or not example.dtype.is_floating_point:
             continue
         if isinstance(argument.source, LocalSource):  # the function's own argument: it may change at each call
-            continue
-        example = argument.example
-        if not isinstance(example, torch.Tensor) or example.dim() != 0 or not example.dtype.is_floating_point:
             continue
         if not node.users or not all(user.op == "call_method" and user.target == "item" for user in node.users):
             continue
@@ -54,18 +76,15 @@ def float_constants(graph_module: torch.fx.GraphModule) -> dict[int, float]:
 def specialise(graph_module: torch.fx.GraphModule, values: dict[int, float]) -> torch.fx.GraphModule:
     """A copy of `graph_module` whose float inputs at `values`'s positions read as those values, the scalar
     arithmetic on them folded. The placeholders stay (the caller still passes them), unused."""
-    graph = torch.fx.Graph()
-    output = graph.graph_copy(graph_module.graph, {})
-    graph.output(output)
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    known: dict[torch.fx.Node, Number] = {}
-    for position, value in values.items():
-        for read in list(placeholders[position].users):
-            known[read] = value
-    _fold(graph, known)
-    specialised = torch.fx.GraphModule(graph_module, graph)
-    specialised.meta = dict(graph_module.meta)  # Dynamo's notes on the graph (parameter names, ...)
-    return specialised
+
+    def fold(graph: torch.fx.Graph, placeholders: list[torch.fx.Node]) -> None:
+        known: dict[torch.fx.Node, Number] = {}
+        for position, value in values.items():
+            for read in list(placeholders[position].users):
+                known[read] = value
+        _fold(graph, known)
+
+    return specialised_copy(graph_module, fold)
 
 
 def fold_scalar_arithmetic(graph_module: torch.fx.GraphModule) -> int:

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from neuron_mlir.frontend.float_constants import specialised_copy, zero_dim_inputs
+
 # where a number is a size: factories whose positional and `start`/`end`/`step`/`size` arguments are sizes, and
 # tensor methods whose arguments after the tensor are
 _SIZE_FUNCTIONS = frozenset(
@@ -55,14 +57,7 @@ def size_inputs(graph_module: torch.fx.GraphModule) -> dict[int, int]:
     """The 0-d integer tensor inputs of `graph_module` that some op reads as a size: placeholder position ->
     the value traced (the example Dynamo recorded)."""
     found: dict[int, int] = {}
-    if not hasattr(graph_module, "graph"):  # Dynamo's wrapper of nested inputs (`GmWrapper`): left as it is
-        return found
-    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
-    for position, node in enumerate(placeholders):
-        argument = node.meta.get("grapharg")
-        example = getattr(argument, "example", None)
-        if not isinstance(example, torch.Tensor) or example.dim() != 0:
-            continue
+    for position, node, _, example in zero_dim_inputs(graph_module):
         if example.dtype.is_floating_point or example.dtype.is_complex or example.dtype == torch.bool:
             continue
         if any(_read_as_size(node, user) for user in node.users):
@@ -73,32 +68,24 @@ def size_inputs(graph_module: torch.fx.GraphModule) -> dict[int, int]:
 def specialise_sizes(graph_module: torch.fx.GraphModule, values: dict[int, Any]) -> torch.fx.GraphModule:
     """A copy of `graph_module` whose integer inputs at `values`'s positions are those values where ops read them
     as sizes; their other uses and the placeholders stay (the caller still passes them)."""
-    graph = torch.fx.Graph()
-    output = graph.graph_copy(graph_module.graph, {})
-    graph.output(output)
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    for position, value in values.items():
-        node = placeholders[position]
-        for user in list(node.users):
-            if not _read_as_size(node, user):
-                continue
-            if user.op == "call_method":  # the tensor itself is the first argument, kept
-                user.args = (user.args[0], *_substituted(user.args[1:], node, int(value)))
-            else:
-                user.args = _substituted(user.args, node, int(value))
-            user.kwargs = {k: _substituted(v, node, int(value)) for k, v in user.kwargs.items()}
-    graph.lint()
-    specialised = torch.fx.GraphModule(graph_module, graph)
-    specialised.meta = dict(graph_module.meta)  # Dynamo's notes on the graph (parameter names, ...)
-    return specialised
+
+    def substitute(graph: torch.fx.Graph, placeholders: list[torch.fx.Node]) -> None:
+        for position, value in values.items():
+            node = placeholders[position]
+            for user in list(node.users):
+                if not _read_as_size(node, user):
+                    continue
+                if user.op == "call_method":  # the tensor itself is the first argument, kept
+                    user.args = (user.args[0], *_substituted(user.args[1:], node, int(value)))
+                else:
+                    user.args = _substituted(user.args, node, int(value))
+                user.kwargs = {k: _substituted(v, node, int(value)) for k, v in user.kwargs.items()}
+        graph.lint()
+
+    return specialised_copy(graph_module, substitute)
 
 
 def _substituted(argument: Any, node: torch.fx.Node, value: int) -> Any:
     if isinstance(argument, list | tuple):
         return type(argument)(_substituted(a, node, value) for a in argument)
     return value if argument is node else argument
-
-
-def read_size(tensor: Any) -> int:
-    """The value of a size input at a call."""
-    return int(tensor)
