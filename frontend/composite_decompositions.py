@@ -834,10 +834,11 @@ def _bicubic_grid_sampler_backward(
     grad_pixels = torch.zeros_like(pixels) if output_mask[0] else None
     grad_x = torch.zeros(points, device=x.device)
     grad_y = torch.zeros(points, device=x.device)
+    # the taps x0 - 1 + i and y0 - 1 + j, each moved into the image by the padding (outside it after that: no tap)
+    taps_x = [_padded(x0 + (i - 1), torch.zeros_like(ix), width, padding_mode, align_corners)[0] for i in range(4)]
+    taps_y = [_padded(y0 + (j - 1), torch.zeros_like(iy), height, padding_mode, align_corners)[0] for j in range(4)]
     for i, j in itertools.product(range(4), repeat=2):
-        # the tap (x0 - 1 + i, y0 - 1 + j), moved into the image by the padding; outside it after that, no tap
-        tap_x, _ = _padded(x0 + (i - 1), torch.zeros_like(ix), width, padding_mode, align_corners)
-        tap_y, _ = _padded(y0 + (j - 1), torch.zeros_like(iy), height, padding_mode, align_corners)
+        tap_x, tap_y = taps_x[i], taps_y[j]
         inside = (tap_x >= 0) & (tap_x <= width - 1) & (tap_y >= 0) & (tap_y <= height - 1)
         row = first_pixel + (
             torch.where(inside, tap_y, 0.0).to(torch.int64) * width + torch.where(inside, tap_x, 0.0).to(torch.int64)
