@@ -331,8 +331,11 @@ def _shrunk_value(
             return min(value, 4)
         if name in _TOP_K_NAMES:
             return min(value, 2)
-        if name == "vocab_size" or name.endswith("_vocab_size"):
+        # Gemma 3n's and 4's per-layer input embeddings: `vocab_size_per_layer_input` (262,144 rows by default)
+        if name == "vocab_size" or name.endswith("_vocab_size") or name.startswith("vocab_size_"):
             return min(value, VOCAB)
+        if name.startswith("hidden_size_"):
+            return min(value, WIDTH)
         if name in _POSITION_NAMES:
             return min(value, MAX_POSITIONS)
         if name == "max_source_positions":

@@ -524,6 +524,10 @@ def _signature(
         elif isinstance(value, symbolic):
             dispatch.check_same_device(facts.op, flat)
             return None
+        elif type(value) is float:
+            # by its bits: 0.0 == -0.0 would give `fill_(-0.0)` the program of `fill_(0.0)`, and nan != nan a new
+            # program per call
+            append((float, value.hex()))
         else:
             append((type(value), value))
     if host and device:

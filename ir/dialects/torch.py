@@ -549,6 +549,16 @@ def _ssa_list(op_name: str, arg: str, value: object) -> list[SSAValue | None]:
     return [None if v is None else _ssa_value(op_name, arg, v) for v in value]
 
 
+# the property holding the number an op writes into every element of its result, by op
+_FILL_PROPERTIES = {
+    "torch.aten.full": "fill_value",
+    "torch.aten.full_like": "fill_value",
+    "torch.aten.scalar_tensor": "s",
+    "torch.aten.fill.Scalar": "value",
+}
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
 class TorchOp(IRDLOperation):
     """Base of every generated torch-dialect op: shared syntax, verifier and ATen-argument conversion."""
 
@@ -790,6 +800,7 @@ class TorchOp(IRDLOperation):
         if schema.dtype_sets_result:
             self._verify_dtype_result()
         self._verify_dim_in_range()
+        self._verify_fill_converts()
         if schema.shape_rule is not None:
             self._verify_shape_rule(schema.shape_rule)
 
@@ -809,6 +820,33 @@ class TorchOp(IRDLOperation):
         dim = attr.value.data
         if not -bound <= dim < bound:
             raise VerifyException(f"{self.name}: 'dim' {dim} is out of range for {rank} dimension(s)")
+
+    def _verify_fill_converts(self) -> None:
+        """A number written into every element of the result (`full`, `full_like`, `scalar_tensor`, `fill`) must
+        convert to the result's element type, as ATen checks before it writes: an integer type holds only finite
+        numbers within its range (no rounding into it: int8's -128.5 is refused), float32 every float64 but the
+        finite ones beyond its largest (bf16 and fp16 round those to infinity)."""
+        name = _FILL_PROPERTIES.get(self.name)
+        if name is None or not self.results:
+            return
+        attr = self.properties.get(name)
+        result_type = self.results[0].type
+        if not isinstance(attr, FloatAttr | IntegerAttr) or not isinstance(result_type, TensorType):
+            return
+        element_type, value = result_type.get_element_type(), attr.value.data
+        if isinstance(element_type, IntegerType) and element_type.width.data > 1:
+            width = element_type.width.data
+            unsigned = element_type.signedness.data is Signedness.UNSIGNED
+            low, high = (0, 2**width - 1) if unsigned else (-(2 ** (width - 1)), 2 ** (width - 1) - 1)
+            fits = (isinstance(value, int) or math.isfinite(value)) and low <= value <= high
+        elif isinstance(element_type, Float32Type):
+            fits = not math.isfinite(value) or abs(value) <= _FLOAT32_MAX
+        else:
+            return
+        if not fits:
+            raise VerifyException(
+                f"{self.name}: '{name}' {value} cannot be converted to {element_type} without overflow"
+            )
 
     def _verify_none_positions(self, spec: ArgSpec) -> None:
         positions = self._none_positions(spec)

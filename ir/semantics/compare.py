@@ -118,12 +118,16 @@ def golden_mismatch(actual: np.ndarray, eager: np.ndarray, golden: np.ndarray) -
         return mismatch(actual, eager)
     finite = np.isfinite(golden)
     scale = float(np.max(np.abs(golden[finite]), initial=0.0)) or 1.0
-    ours = np.abs(actual.astype(np.float64) - golden)
-    theirs = np.abs(eager.astype(np.float64) - golden)
     if not np.array_equal(np.isfinite(actual), finite):
         return "non-finite values where the golden result is finite (or the reverse)"
-    ours_error = float(np.max(ours[finite], initial=0.0)) / scale
-    eager_error = float(np.max(theirs[finite], initial=0.0)) / scale
+    ours_special, golden_special = actual[~finite].astype(np.float64), golden[~finite]
+    if not np.all((np.isnan(ours_special) & np.isnan(golden_special)) | (ours_special == golden_special)):
+        return "non-finite values other than the golden result's (nan against an infinity, or the sign of one)"
+    ours = np.abs(actual[finite].astype(np.float64) - golden[finite])
+    with np.errstate(invalid="ignore"):  # eager's infinities where the golden result is finite: a nan error
+        theirs = np.abs(eager[finite].astype(np.float64) - golden[finite])
+    ours_error = float(np.max(ours, initial=0.0)) / scale
+    eager_error = float(np.max(theirs, initial=0.0)) / scale
     allowed = GOLDEN_FACTOR * eager_error + GOLDEN_FLOOR_ULPS * precision
     if ours_error <= allowed:
         return None

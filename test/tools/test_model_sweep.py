@@ -56,6 +56,8 @@ def test_tiny_configurations():
     assert model_sweep.tiny_config("efficientnet").drop_connect_rate == 0.0
     vits = model_sweep.tiny_config("vits")  # the noise it samples for its prior and durations, like dropout, off
     assert (vits.noise_scale, vits.noise_scale_duration) == (0.0, 0.0)
+    gemma4 = model_sweep.tiny_config("gemma4_text")  # per-layer input embeddings: 262,144 x 256 by default
+    assert (gemma4.vocab_size_per_layer_input, gemma4.hidden_size_per_layer_input) == (128, 32)
     dinov3 = model_sweep.tiny_config("dinov3_vit")  # its RoPE's random training augmentations, like dropout, off
     assert (dinov3.pos_embed_shift, dinov3.pos_embed_jitter, dinov3.pos_embed_rescale) == (None, None, None)
     qwen3_next = model_sweep.tiny_config("qwen3_next")  # its linear attention's heads, as the attention's

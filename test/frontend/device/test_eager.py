@@ -50,6 +50,22 @@ def test_keyword_arguments_keep_their_names_in_the_signature(compiled):
     assert compiled.EAGER_STATS.compiled_signatures == 2
 
 
+def test_float_arguments_are_told_apart_by_their_bits_in_the_signature(compiled, monkeypatch):
+    # 0.0 == -0.0 and nan != nan: keyed by value, fill_(-0.0) ran fill_(0.0)'s program and each nan compiled anew
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "0")
+    x = torch.ones(4, device="neuron")
+    before = compiled.EAGER_STATS.compiled_signatures
+    x.fill_(0.0)
+    x.fill_(-0.0)
+    assert torch.signbit(x.cpu()).all()
+    x.fill_(0.0)
+    assert not torch.signbit(x.cpu()).any()
+    x.fill_(float("nan"))
+    x.fill_(float("nan"))
+    assert torch.isnan(x.cpu()).all()
+    assert compiled.EAGER_STATS.compiled_signatures == before + 3  # 0.0, -0.0 and nan
+
+
 def test_a_refused_op_runs_on_the_host_with_one_warning_naming_it(compiled):
     x = torch.randn(8, 8, dtype=torch.float64).to("neuron")
     with pytest.warns(UserWarning, match=r"aten\.mul\.out: float64 is not supported .*first seen at .*test_eager\.py:"):

@@ -81,3 +81,27 @@ func.func @symint_result(%x: tensor<4x3xf32>) -> i64 {
   func.return %0 : i64
 }
 // CHECK: i64 should be of base attribute index
+
+// -----
+
+func.func @fill_beyond_an_integer_type() -> tensor<i8> {
+  %0 = torch.aten.scalar_tensor {s = 0xfff0000000000000 : f64, dtype = i8} : () -> tensor<i8>
+  func.return %0 : tensor<i8>
+}
+// CHECK: torch.aten.scalar_tensor: 's' -inf cannot be converted to i8 without overflow
+
+// -----
+
+func.func @fill_rounding_into_an_integer_type() -> tensor<2xui8> {
+  %0 = torch.aten.full {size = array<i64: 2>, fill_value = 2.555000e+02 : f64, dtype = ui8} : () -> tensor<2xui8>
+  func.return %0 : tensor<2xui8>
+}
+// CHECK: torch.aten.full: 'fill_value' 255.5 cannot be converted to ui8 without overflow
+
+// -----
+
+func.func @fill_beyond_float32(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = torch.aten.fill.Scalar %x {value = 1.000000e+39 : f64} : (tensor<3xf32>) -> tensor<3xf32>
+  func.return %0 : tensor<3xf32>
+}
+// CHECK: torch.aten.fill.Scalar: 'value' 1e+39 cannot be converted to f32 without overflow

@@ -1,0 +1,28 @@
+"""The float64-golden criterion (`compare.golden_mismatch`): errors against a golden result, non-finite values."""
+
+import ml_dtypes
+import numpy as np
+
+from neuron_mlir.ir.semantics.compare import golden_mismatch
+
+
+def test_a_result_closer_to_the_golden_result_than_eager_passes() -> None:
+    golden = np.array([16.3, 1.0, -2.0])
+    eager = np.array([16.25, 1.0, -2.0], dtype=ml_dtypes.bfloat16)  # bf16 sums rounded along the way
+    ours = np.array([16.375, 1.0, -2.0], dtype=ml_dtypes.bfloat16)
+    assert golden_mismatch(ours, eager, golden) is None
+    far = np.array([20.0, 1.0, -2.0], dtype=ml_dtypes.bfloat16)
+    problem = golden_mismatch(far, eager, golden)
+    assert problem is not None
+    assert "exceeds" in problem
+
+
+def test_non_finite_values_must_be_the_golden_results() -> None:
+    golden = np.array([1.0, np.inf, np.nan, -np.inf])
+    same = np.array([1.0, np.inf, np.nan, -np.inf], dtype=np.float32)
+    assert golden_mismatch(same, same, golden) is None
+    # each was taken for a match while both sides were merely non-finite
+    for ours in ([1.0, np.inf, np.inf, -np.inf], [1.0, -np.inf, np.nan, -np.inf], [1.0, np.nan, np.nan, -np.inf]):
+        problem = golden_mismatch(np.array(ours, dtype=np.float32), same, golden)
+        assert problem is not None, ours
+        assert "non-finite" in problem
