@@ -22,6 +22,7 @@ The families:
 - the grid sampler's backward (bilinear, trilinear, nearest) scatters and gathers whole pixels (rows of channels)
   at each tap, with ATen's coordinate derivatives for every padding mode;
 - weight normalisation's backward (`_weight_norm_interface_backward`) is its closed form over the slices;
+- replication padding's backward is a constant pad of the gradient plus the padding's sums on the edges;
 - random distributions (`exponential`, `cauchy`, `log_normal`, `geometric`, `bernoulli` with a tensor of
   probabilities, `normal` with tensor parameters) by their inverse CDFs of the uniform and normal draws the
   compiler generates;
@@ -543,6 +544,29 @@ def weight_norm_interface_backward(
     product = (grad_w * saved_v).sum(axes, keepdim=True)
     grad_v = (saved_g / saved_norms) * (grad_w - saved_v * (product / (saved_norms * saved_norms)))
     return grad_v, (product / saved_norms).reshape(saved_g.shape)
+
+
+def replication_pad_backward(grad_output: torch.Tensor, x: torch.Tensor, padding: Sequence[Any]) -> torch.Tensor:
+    """`aten.replication_pad{1,2,3}d_backward`: per padded dimension (the last first, as `padding` lists them),
+    each input position gets the output position it was copied to, and the first and last positions also the
+    sum of the copies of them the left and right padding made. A negative amount (a crop) drops the positions
+    it cut: a constant pad by the negated amounts puts each output position on its input position, zeros
+    where none was. The amounts may be sizes read from tensor values, so no branch asks their sign."""
+    grad = grad_output
+    for k in range(len(padding) // 2):
+        dim = x.dim() - 1 - k
+        left, right = padding[2 * k], padding[2 * k + 1]
+        length, padded = x.shape[dim], grad.shape[dim]
+        trailing = [0, 0] * (x.dim() - 1 - dim)
+        copies_left, copies_right = (torch.sym_max(a, 0) for a in (left, right))  # type: ignore[no-untyped-call]
+        first = grad.narrow(dim, 0, copies_left).sum(dim, keepdim=True)
+        last = grad.narrow(dim, padded - copies_right, copies_right).sum(dim, keepdim=True)
+        grad = (
+            aten.constant_pad_nd(grad, [*trailing, -left, -right])
+            + aten.constant_pad_nd(first, [*trailing, 0, length - 1])
+            + aten.constant_pad_nd(last, [*trailing, length - 1, 0])
+        )
+    return grad
 
 
 # Binary normalisation by exact powers of two: each step halves the distance to [1, 2) in the exponent, 2^64
@@ -1289,6 +1313,9 @@ def composite_decompositions() -> dict[object, object]:
         aten._index_put_impl.default: index_put_impl,
         aten.dist.default: dist,
         aten._weight_norm_interface_backward.default: weight_norm_interface_backward,
+        aten.replication_pad1d_backward.default: replication_pad_backward,
+        aten.replication_pad2d_backward.default: replication_pad_backward,
+        aten.replication_pad3d_backward.default: replication_pad_backward,
         aten.logspace.default: logspace,
         aten.logspace.Tensor_Tensor: logspace_tensor,
         aten.logspace.Tensor_Scalar: logspace_tensor,

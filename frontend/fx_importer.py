@@ -30,7 +30,9 @@ sizes (unbacked symbols, e.g. after `nonzero`) have no hint: they become dynamic
 and using one as a static argument is an error naming the node. Limits: sizes do not become SSA `index` values
 (the dialects have no dynamic sizes yet), so an op whose static argument depends on data cannot be imported
 as such: the backend imports the part of a graph after a data-dependent size at its call, with `inputs=` binding
-that size (an unbacked symbol of a placeholder) to the value the host read (`frontend.data_dependent`).
+that size (an unbacked symbol of a placeholder) to the value the host read (`frontend.data_dependent`). Such a
+placeholder may hold an expression of those symbols (`-u2`, `u2 + u3 + 7`): the call's values are solved for
+the symbols (`solve_sizes`), or for as much of them as the region's sizes need.
 
 Nodes that run on the CPU. `import_fx_graph(..., cpu_nodes=)` imports a graph some of whose nodes will not be
 compiled, to ask the compiler about the others (`compile_graph`: which ops the NeuronCore lowers): each such node
@@ -394,9 +396,10 @@ def describe_node(node: torch.fx.Node) -> str:
     return f"FX node '{node.name}' ({_target_name(node)})" + (f" at {where}" if where else "")
 
 
-def concrete(value: Any, bindings: dict[Any, int] | None = None) -> Any:
-    """A symbolic number's value: from `bindings` (symbol -> size) when they determine it, else its hint (the
-    value it was traced with); other values unchanged. None when unbacked (data-dependent)."""
+def concrete(value: Any, bindings: dict[Any, Any] | None = None) -> Any:
+    """A symbolic number's value: from `bindings` (symbol -> size, or an expression of other symbols:
+    `solve_sizes`) when they determine it, with hints for the symbols they leave, else its hint (the value it was
+    traced with); other values unchanged. None when unbacked (data-dependent)."""
     if not isinstance(value, SymbolicNumber):
         return value
     python_type = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)]
@@ -405,16 +408,84 @@ def concrete(value: Any, bindings: dict[Any, int] | None = None) -> Any:
         bound = bound.xreplace(bindings)
     if not getattr(bound, "free_symbols", None):
         return python_type(bound)  # bound, or a constant (sizes derived from unbacked ones may simplify to one)
+    if bindings and bound != value.node.expr:
+        # partly bound: the symbols left take their hints
+        hints = getattr(value.node.shape_env, "var_to_val", {})
+        hinted = bound.xreplace({s: hints[s] for s in bound.free_symbols if s in hints})
+        if not hinted.free_symbols:
+            return python_type(hinted)
     if not value.node.has_hint():
         return None
     return python_type(value.node.hint)
+
+
+def _size_equations(value: Any, real: Any) -> list[tuple[Any, int]]:
+    """(symbolic expression, the size it is at this call) for a placeholder's SymInt or each symbolic extent of
+    its tensor, given the value it is called with."""
+    pairs: list[tuple[Any, Any]] = [(value, real)] if isinstance(value, torch.SymInt) else []
+    if isinstance(value, torch.Tensor) and isinstance(real, torch.Tensor) and value.dim() == real.dim():
+        pairs = list(zip(value.shape, real.shape, strict=True))
+    return [(symbolic.node.expr, int(size)) for symbolic, size in pairs if isinstance(symbolic, torch.SymInt)]
+
+
+def solve_sizes(equations: Sequence[tuple[Any, int]]) -> dict[Any, Any]:
+    """Symbol -> its size (an int) or, where the equations fix only a sum of symbols, an expression of the
+    symbols left free, from equations `expression == size`.
+
+    A placeholder's size is a symbol (`s0`) or, in a region cut from a graph after a data-dependent size, an
+    expression of symbols the region may never see alone (`-u2`, `u3 + 1600`, `u2 + u3 + 7`, `s33 + u3`): an
+    equation linear in a symbol not yet known (coefficient 1 or -1, or any integer dividing the size when it is
+    the equation's only unknown) is solved for it, data-dependent symbols first, and every earlier solution is
+    rewritten in the symbols still free. So `u2 + u3 + 7 == 13` binds `u2` to `6 - u3`, and every size written
+    as `u2 + u3 + 7` is 13. An equation of another form (`u0 // 2 == 3`) binds nothing."""
+    import sympy  # type: ignore[import-untyped]
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    solved: dict[Any, Any] = {}
+    pending = [(expression, size) for expression, size in equations if getattr(expression, "free_symbols", None)]
+    while pending:
+        rewritten = [(expression.xreplace(solved), size) for expression, size in pending]
+        # an equation with one unknown first: it fixes a size rather than a sum
+        rewritten.sort(key=lambda equation: len(equation[0].free_symbols))
+        expression, size = rewritten[0]
+        pending = [(e, n) for e, n in rewritten[1:] if e.free_symbols]
+        if not expression.free_symbols:
+            continue
+        unbacked = free_unbacked_symbols(expression)
+        for symbol in sorted(expression.free_symbols, key=lambda s: (s not in unbacked, str(s))):
+            solution = _linear_solution(expression, symbol, size, alone=len(expression.free_symbols) == 1)
+            if solution is not None:
+                solved = {s: sympy.expand(v.xreplace({symbol: solution})) for s, v in solved.items()}
+                solved[symbol] = solution
+                break
+    return {symbol: int(value) if value.is_Integer else value for symbol, value in solved.items()}
+
+
+def _linear_solution(expression: Any, symbol: Any, size: int, alone: bool) -> Any:
+    """The `symbol` that makes `expression == size` when the expression is linear in it with an integer
+    coefficient (1 or -1 unless `alone`, the only symbol: then any coefficient dividing what it must), else None."""
+    import sympy
+
+    try:
+        coefficient = sympy.diff(expression, symbol)
+        rest = sympy.expand(expression - coefficient * symbol)
+    except (TypeError, ValueError, NotImplementedError, AttributeError):  # a form sympy does not differentiate
+        return None
+    if not coefficient.is_Integer or coefficient == 0 or symbol in rest.free_symbols:
+        return None
+    if abs(int(coefficient)) != 1 and not alone:
+        return None
+    solution = sympy.expand((sympy.Integer(size) - rest) / coefficient)
+    if alone and not solution.is_Integer:
+        return None
+    return solution
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | bool | SymbolicNumber)
 
 
-def tensor_type(value: Any, node: torch.fx.Node, bindings: dict[Any, int] | None = None) -> TensorType:
+def tensor_type(value: Any, node: torch.fx.Node, bindings: dict[Any, Any] | None = None) -> TensorType:
     """The builtin tensor type of a (fake) tensor; symbolic sizes are specialised (`concrete`), unbacked ones
     are `?`."""
     if not isinstance(value, torch.Tensor):
@@ -471,8 +542,9 @@ class FxImporter:
         self.cpu_nodes = set(cpu_nodes)
         self.assertions: list[tuple[SSAValue, str]] = []
         self.linalg_checks: list[tuple[SSAValue, str, bool]] = []
-        # symbol -> the size it takes: from `inputs` when given (else symbols take their hints)
-        self.bindings: dict[Any, int] = {}
+        # symbol -> the size it takes (or an expression of symbols left free: `solve_sizes`): from `inputs` when
+        # given (else symbols take their hints)
+        self.bindings: dict[Any, Any] = {}
         # FX node -> an SSA value, a list of them (multi-result ops), or a Python value (specialised SymInts)
         self.values: dict[torch.fx.Node, Any] = {}
         self.block = Block()
@@ -488,8 +560,10 @@ class FxImporter:
         if self.inputs is not None:
             # every placeholder's symbols before any type: a tensor's size may be an expression (2*u1) of a symbol
             # that only a later placeholder (the SymInt argument u1) binds
+            equations: list[tuple[Any, int]] = []
             for node, real in zip(placeholders, self.inputs, strict=True):
-                self._bind(node.meta.get("val"), real)
+                equations += _size_equations(node.meta.get("val"), real)
+            self.bindings.update(solve_sizes(equations))
         for position, node in enumerate(placeholders):
             self._placeholder(node, position, signature)
         constants = [n for n in graph.nodes if n.op == "get_attr"]
@@ -527,7 +601,7 @@ class FxImporter:
 
     def _bounded_symbols(self) -> list[tuple[str, int]]:
         """The size arguments with the size each is compiled for (the top of its range): symbols the inputs bind."""
-        by_name = {str(symbol): size for symbol, size in self.bindings.items()}
+        by_name = {str(symbol): size for symbol, size in self.bindings.items() if isinstance(size, int)}
         return [(name, by_name[name]) for name in self.size_arguments if by_name.get(name, 0) >= 1]
 
     def _mark_size_bounds(self, op: Operation, node: torch.fx.Node, value: Any) -> None:
@@ -566,7 +640,8 @@ class FxImporter:
         extent: Any = value.shape[dim]  # a SymInt where the graph's sizes are symbolic
         if not isinstance(extent, torch.SymInt) or not extent.node.expr.is_Symbol:
             return False
-        size = {str(symbol): size for symbol, size in self.bindings.items()}.get(str(extent.node.expr), 0)
+        sizes = {str(symbol): size for symbol, size in self.bindings.items() if isinstance(size, int)}
+        size = sizes.get(str(extent.node.expr), 0)
         blocks, rest = divmod(size, 128)
         return not rest and blocks in KEY_COLUMN_BLOCKS
 
@@ -599,15 +674,6 @@ class FxImporter:
             signature.guards[position] = tuple(arg_type.get_shape())
         signature.inputs.append(len(self.block.args))
         self.values[node] = self._add_argument(arg_type, node)
-
-    def _bind(self, value: Any, real: Any) -> None:
-        """Bind the symbols of a placeholder's sizes to the sizes of the value it is called with."""
-        pairs: list[tuple[Any, Any]] = [(value, real)] if isinstance(value, torch.SymInt) else []
-        if isinstance(value, torch.Tensor) and isinstance(real, torch.Tensor) and value.dim() == real.dim():
-            pairs = list(zip(value.shape, real.shape, strict=True))
-        for symbolic, size in pairs:
-            if isinstance(symbolic, torch.SymInt) and symbolic.node.expr.is_Symbol:
-                self.bindings[symbolic.node.expr] = int(size)
 
     def _add_argument(self, arg_type: Attribute, node: torch.fx.Node) -> SSAValue:
         argument = self.block.insert_arg(arg_type, len(self.block.args))

@@ -27,8 +27,10 @@ widened to float64, its square root), are evaluated once while compiling, by ATe
 where such a scalar is the second operand of an add, sub, mul or div whose result is fp32 or narrower, it becomes
 that operand as a Python number: eager reads a 0-d float64 operand as a number of the operation's own precision,
 as it does a Python number, so the op computes the same value (`fold_constant_scalars`). Likewise, float64
-tables computed from sizes alone and cast to fp32 or narrower (D-FINE's sinusoidal position table) are evaluated
-once while compiling and become tensor constants, eager's values bit for bit (`fold_float64_tables`).
+tables computed from sizes and constants alone and only cast or copied into fp32 or narrower tensors (D-FINE's
+sinusoidal position table; VITS's `x[..., 0] = np.log(np.exp(1 - min_derivative) - 1)`, a setitem tracing as
+`aten.copy` of the float64 value) are evaluated once while compiling and become tensor constants of the narrower
+dtype, eager's values bit for bit (`fold_float64_tables`).
 """
 
 from __future__ import annotations
@@ -247,20 +249,53 @@ def _input_free_values(graph_module: torch.fx.GraphModule) -> dict[torch.fx.Node
     return values
 
 
-def fold_float64_tables(graph_module: torch.fx.GraphModule) -> int:
-    """Evaluate float64 tables computed from sizes alone and cast to fp32 or narrower (sinusoidal position tables
-    computed in float64, as D-FINE's are) once while compiling, each cast becoming a tensor constant: eager's values
-    bit for bit, where the core, without a float64 datapath, would leave the table's ops to the CPU. Returns how
-    many casts were folded."""
-    graph = graph_module.graph
-    narrowing_casts = (
-        node for node in graph.nodes if _is_cast(node, _NARROW) and _dtype(node.args[0]) is torch.float64
+def _narrowing_copy(node: torch.fx.Node) -> bool:
+    """`aten.copy(dst, src)` writing a float64 `src` into an fp32 (or narrower) `dst`: as a setitem of a float64
+    value traces (`x[..., 0] = np.log(...)`), the value cast to the destination's dtype."""
+    return (
+        node.op == "call_function"
+        and node.target is aten.copy.default
+        and len(node.args) == 2
+        and not node.kwargs
+        and isinstance(node.args[1], torch.fx.Node)
+        and _dtype(node.args[1]) is torch.float64
+        and _dtype(node) in _NARROW
     )
-    if next(narrowing_casts, None) is None:  # most graphs: evaluate nothing while compiling
+
+
+def fold_float64_tables(graph_module: torch.fx.GraphModule) -> int:
+    """Evaluate float64 tables computed from sizes and constants alone and only rounded to fp32 or narrower
+    (sinusoidal position tables computed in float64, as D-FINE's are; a float64 scalar written into an fp32 tensor,
+    as VITS's spline writes `np.log(np.exp(1 - min_derivative) - 1)` into its edge derivatives) once while
+    compiling, each cast or copied value becoming a tensor constant of the narrower dtype: eager's values bit for
+    bit, where the core, without a float64 datapath, would leave the table's ops to the CPU. Returns how many casts
+    and copies were folded."""
+    graph = graph_module.graph
+    narrowing = (
+        node
+        for node in graph.nodes
+        if (_is_cast(node, _NARROW) and _dtype(node.args[0]) is torch.float64) or _narrowing_copy(node)
+    )
+    if next(narrowing, None) is None:  # most graphs: evaluate nothing while compiling
         return 0
     with unset_fake_temporarily():
         values = _input_free_values(graph_module)
     folded = 0
+
+    def constant(value: torch.Tensor, like: torch.fx.Node, recorded: Any) -> torch.fx.Node:
+        """A constant holding `value`, inserted before `like`, whose metadata is `like`'s with `recorded` as its
+        value."""
+        nonlocal folded
+        name = f"_float64_table_{folded}"
+        while hasattr(graph_module, name):
+            name += "_"
+        graph_module.register_buffer(name, value.contiguous(), persistent=False)
+        with graph.inserting_before(like):
+            node = graph.get_attr(name)
+        node.meta = {**like.meta, "val": recorded}
+        folded += 1
+        return node
+
     for node, value in values.items():
         source = node.args[0] if node.args else None
         if (
@@ -272,15 +307,16 @@ def fold_float64_tables(graph_module: torch.fx.GraphModule) -> int:
             or source.target is aten.full.default  # a number: the regions below make it an fp32 `full`
         ):
             continue
-        name = f"_float64_table_{folded}"
-        while hasattr(graph_module, name):
-            name += "_"
-        graph_module.register_buffer(name, value.contiguous(), persistent=False)
-        with graph.inserting_before(node):
-            constant = graph.get_attr(name)
-        constant.meta = dict(node.meta)
-        node.replace_all_uses_with(constant)
-        folded += 1
+        node.replace_all_uses_with(constant(value, node, node.meta.get("val")))
+    for node in list(graph.nodes):
+        if not _narrowing_copy(node) or node.args[1] not in values:
+            continue
+        wide = node.args[1]
+        assert isinstance(wide, torch.fx.Node)
+        dtype = _dtype(node)
+        assert dtype is not None
+        # the value rounded once, as copy_ rounds it
+        node.update_arg(1, constant(values[wide].to(dtype), node, wide.meta["val"].to(dtype)))
     if folded:
         graph.eliminate_dead_code()
         graph.lint()

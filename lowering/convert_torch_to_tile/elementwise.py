@@ -23,7 +23,9 @@ comparisons and selects, GpSimdE for exact integer arithmetic and the division f
 Dtypes follow PyTorch: the importer gives every result its promoted type; float intermediates are fp32 and only
 the last step rounds to the result type; when the result and every operand are integers (or bools) the
 arithmetic is exact integer arithmetic on GpSimdE: 32-bit, or 64-bit when a tensor is int64 (GpSimdE's cores run
-64-bit integers in software, at twice the cost), wrapping as PyTorch's integers do.
+64-bit integers in software, at twice the cost), wrapping as PyTorch's integers do. An fp32 division by a
+number is GpSimdE's IEEE divide unless the number's reciprocal is exact (a power of two): multiplying by a rounded
+reciprocal misrounds a fixed share of the quotients, all in one direction, a bias that sums of quotients keep.
 """
 
 from __future__ import annotations
@@ -914,11 +916,26 @@ def _div_tensor(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> lis
     return elementwise(op, args, em, ["self", "other"], lambda e, t, r: TileMath(e, r).divide(t[0], t[1], r))
 
 
-def _div_scalar(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _div_scalar(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:
     other = in_tensor_dtype(args["other"], args["self"])
-    # x / 0 is +-inf (NaN for 0 and NaN): multiplying by a signed infinity gives exactly that
+    if result_element_type(op) == f32 and not _exact_reciprocal(other):
+        # fp32 divides as IEEE does: multiplying by the rounded reciprocal misrounds a fixed share of the
+        # quotients (a third of them for 3), all the same way, and a sum of many such quotients keeps the bias
+        return _IEEE_SCALAR_DIVISION(em, op, args)
+    # x / 0 is +-inf (NaN for 0 and NaN): multiplying by a signed infinity gives exactly that. 16-bit floats
+    # multiply by the fp32 reciprocal as ATen's kernels do.
     inverse = 1.0 / other if other != 0 else math.copysign(math.inf, other)
     return elementwise(op, args, em, ["self"], lambda e, t, r: TileMath(e, r).sc("multiply", t[0], inverse, r))
+
+
+def _exact_reciprocal(divisor: float | int) -> bool:
+    """Whether x * (1 / divisor) is x / divisor for every fp32 x: the divisor (as fp32) is 0, infinite, NaN or a
+    power of two whose reciprocal fp32 holds."""
+    value = float(np.float32(divisor))
+    if value == 0 or not math.isfinite(value):
+        return True
+    inverse = 1.0 / value
+    return math.frexp(value)[0] in (0.5, -0.5) and math.isfinite(inverse) and float(np.float32(inverse)) == inverse
 
 
 _ROUNDING_KERNELS = {None: "divide", "trunc": "divide_trunc", "floor": "divide_floor"}
@@ -951,6 +968,9 @@ def _division_kernel(name_of: Callable[[dict[str, Any]], str], scalar: bool) -> 
         return elementwise(op, args, em, ["self"] if scalar else ["self", "other"], compute)
 
     return lower
+
+
+_IEEE_SCALAR_DIVISION = _division_kernel(lambda _: "divide", scalar=True)
 
 
 def _rounding_mode(args: dict[str, Any]) -> str:

@@ -61,7 +61,7 @@ def test_movement(name, fn, shapes):
 
 
 @pytest.mark.usefixtures("fresh_compiler")
-@pytest.mark.parametrize("mode", ["constant", "reflect"])  # replication_pad2d_backward is not in the torch dialect yet
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
 def test_padding_backward(mode):
     torch.manual_seed(1)
     _compiled_matches_eager(lambda x: F.pad(x, (2, 1, 1, 2), mode=mode).sin(), torch.randn(1, 3, 5, 6), grads=True)

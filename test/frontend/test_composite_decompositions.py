@@ -290,6 +290,56 @@ def test_weight_norm_backward_matches_aten(dim: int) -> None:
     assert_close_to_torch(cd.weight_norm_interface_backward(grad, v, g, norms, dim), tuple(expected), "backward")
 
 
+@pytest.mark.parametrize(
+    ("shape", "padding"),
+    [
+        ((2, 3, 7), (2, 3)),
+        ((2, 3, 7), (-2, 3)),  # a negative amount crops
+        ((2, 3, 7), (2, -3)),
+        ((2, 1, 1), (3, 2)),  # both edges are the one position
+        ((2, 3, 5, 6), (1, 2, 3, 1)),
+        ((2, 3, 5, 6), (-1, 2, 3, -2)),
+        ((1, 2, 3, 4, 5), (1, 1, 2, 0, 0, 2)),
+    ],
+)
+def test_replication_pad_backward_matches_aten(shape: tuple[int, ...], padding: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    grad = torch.randn(torch.nn.functional.pad(x, padding, mode="replicate").shape)
+    op = {
+        1: torch.ops.aten.replication_pad1d_backward,
+        2: torch.ops.aten.replication_pad2d_backward,
+        3: torch.ops.aten.replication_pad3d_backward,
+    }[len(padding) // 2]
+    expected = op(grad, x, list(padding))
+    assert_close_to_torch(cd.replication_pad_backward(grad, x, list(padding)), expected, "backward")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_replication_pad_by_amounts_read_from_tensor_values_trains_without_fallback() -> None:
+    # Mimi pads its causal convolutions by amounts computed from tensors: the backward takes them as sizes the
+    # host read, never known when the graph is traced
+    def padded(x: torch.Tensor, amounts: torch.Tensor) -> torch.Tensor:
+        left, right = int(amounts[0].item()), int(amounts[1].item())
+        return torch.nn.functional.pad(x, (left, right), mode="replicate").sin()
+
+    torch.manual_seed(0)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        compiled = torch.compile(padded, backend="neuron-mlir")
+        for amounts in ([3, 2], [2, -1]):
+            x = torch.randn(2, 3, 7, requires_grad=True)
+            mirror = x.detach().clone().requires_grad_()
+            seed = torch.randn(2, 3, 7 + sum(amounts))
+            out = compiled(x, torch.tensor(amounts))
+            expected = padded(mirror, torch.tensor(amounts))
+            assert_close_to_torch(out, expected, f"forward {amounts}")
+            out.backward(seed)
+            expected.backward(seed)
+            assert_close_to_torch(x.grad, mirror.grad, f"gradient {amounts}")
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+
+
 @pytest.mark.usefixtures("fresh_compiler")
 def test_weight_normed_convolution_trains_without_fallback() -> None:
     import copy

@@ -128,6 +128,19 @@ def test_a_negative_pad_read_from_tensor_values_crops_as_in_eager():
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
+def test_a_reflect_pad_by_amounts_read_from_tensor_values():
+    # EnCodec's reflect padding: the compiled region after the reads takes -left and the padded length as inputs
+    def padded(x, left, right):
+        return torch.nn.functional.pad(x, (int(left.item()), int(right.sum().item())), mode="reflect") * 2
+
+    compiled = _compiled(padded)
+    x = torch.arange(24.0).reshape(2, 1, 12)
+    for left, right in ((3, [2, 1]), (2, [-3, -1]), (0, [0, 0])):
+        amounts = (torch.tensor(left), torch.tensor(right))
+        assert_close_to_torch(compiled(x, *amounts), padded(x, *amounts), f"padded by {left}, {sum(right)}")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
 def test_boolean_indexing_trains():
     def loss(x, weight):
         return (x[x.sum(-1) > 0] @ weight).tanh().sum() + torch.masked_select(x, x > 0.5).square().sum()

@@ -368,6 +368,41 @@ def test_a_size_of_a_later_symint_input_is_specialised():
     assert signature.arguments(inputs)[0].shape == (6, 32)
 
 
+def test_a_region_after_data_dependent_sizes_binds_their_expressions_from_its_inputs():
+    # a region cut from a graph after two counts read from tensors (EnCodec's padding amounts) takes -u0,
+    # u1 + 3 and u0 + u1 + 3 as inputs, never u0 or u1 alone: the call's values solve for u0 and u1, or where
+    # only their sum is an input fix the sum, which is all the region's sizes need
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    shape_env = ShapeEnv()
+    with FakeTensorMode(shape_env=shape_env):
+        left, right = shape_env.create_unbacked_symint(), shape_env.create_unbacked_symint()
+        rows = torch.empty(left + right + 3, 4)
+        column = torch.empty(left + right + 3)
+
+    def ramp(graph):
+        start = placeholder(graph, "start", -left)
+        end = placeholder(graph, "end", right + 3)
+        x = placeholder(graph, "x", rows)
+        arange = call(graph, torch.ops.aten.arange.start_step, (start, end), column, dtype=torch.float32)
+        summed = call(graph, torch.ops.aten.sum.dim_IntList, (x, [1]), column)
+        graph.output((call(graph, torch.ops.aten.add.Tensor, (arange, summed), column),))
+
+    def ones(graph):
+        x = placeholder(graph, "x", rows)
+        total = placeholder(graph, "total", left + right + 3)
+        filled = call(graph, torch.ops.aten.full.default, ([total], 1.0), column, dtype=torch.float32)
+        summed = call(graph, torch.ops.aten.sum.dim_IntList, (x, [1]), column)
+        graph.output((call(graph, torch.ops.aten.add.Tensor, (filled, summed), column),))
+
+    for build, inputs in ((ramp, [-2, 5, torch.randn(7, 4)]), (ones, [torch.randn(7, 4), 7])):
+        module, _ = check_import(hand_made(build), inputs)
+        text = print_with_locations(module)
+        assert "%x: tensor<7x4xf32>" in text
+        assert "?" not in text
+
+
 def test_compiling_with_dynamic_shapes_runs_specialised(fresh_compiler):
     from support import assert_close_to_torch
 

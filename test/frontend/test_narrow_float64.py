@@ -155,3 +155,28 @@ def test_a_float64_table_of_sizes_alone_is_evaluated_once_and_exact():
     got = torch.compile(embed, backend="neuron-mlir", options={"strict": True})(x)
     assert neuron_mlir.stats()["fallback_ops"] == {}
     assert torch.equal(got, embed(x))  # eager's float64 values, rounded once
+
+
+def test_a_float64_scalar_of_constants_written_into_fp32_is_folded_exact():
+    # VITS's spline writes np.log(np.exp(1 - min_derivative) - 1), computed in float64, into its edge derivatives
+    import neuron_mlir
+
+    def edged(x: torch.Tensor) -> torch.Tensor:
+        edge = np.log(np.exp(1 - 1e-3) - 1)
+        x = torch.nn.functional.pad(x, (1, 1))
+        x[..., 0] = edge
+        x[..., -1] = edge
+        return x * 3
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, requires_grad=True)
+    mirror = x.detach().clone().requires_grad_()
+    neuron_mlir.reset()
+    got = torch.compile(edged, backend="neuron-mlir", options={"strict": True})(x)
+    expected = edged(mirror)
+    assert torch.equal(got, expected)  # the scalar rounded once, as copy_ rounds it
+    got.sum().backward()
+    expected.sum().backward()
+    assert x.grad is not None and mirror.grad is not None
+    assert torch.equal(x.grad, mirror.grad)
+    assert neuron_mlir.stats()["fallback_ops"] == {}
