@@ -1,0 +1,67 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p neuron-pipeline --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+
+// An elementwise operand whose contiguous dimension lies on the partitions (whisper's stem: the convolution's
+// [channels, positions] output permuted to [positions, channels] and added to the position embeddings) would
+// load one element per descriptor. In fp32, which the DMA engines do not transpose, each tile is loaded as
+// [128 columns, rows] blocks, contiguous runs per partition, transposed on TensorE and copied into the tile's
+// columns (lowering/convert_torch_to_tile/elementwise.py, `transposes_on_chip`); the other operand and the
+// store keep their plain tiles. A partial last block (768 = 6 x 128 here; 44 rows in the last row tile) is a
+// narrower transpose.
+// SEMANTICS: all outputs match
+// SEMANTICS: all outputs match
+// SEMANTICS: all outputs match
+
+func.func @permuted_stem(%c: tensor<1x768x300xf32>, %pos: tensor<300x768xf32>) -> tensor<1x300x768xf32> {
+  %p = torch.aten.permute %c {dims = array<i64: 0, 2, 1>} : (tensor<1x768x300xf32>) -> tensor<1x300x768xf32>
+  %y = torch.aten.add.Tensor %p, %pos {alpha = 1 : i64} : (tensor<1x300x768xf32>, tensor<300x768xf32>) -> tensor<1x300x768xf32>
+  func.return %y : tensor<1x300x768xf32>
+}
+// CHECK-LABEL: func.func @permuted_stem
+// CHECK:       %[[P:.*]] = tile.view %{{.*}} to memref<300x768xf32, strided<[1, 300]>, #mem<hbm>>
+// CHECK:       scf.for %[[R:.*]] = %c0 to %c256 step %c128 {
+// CHECK-NEXT:    %[[WHOLE:.*]] = tile.empty : !tile.tile<128x768xf32, sbuf>
+// CHECK-NEXT:    %[[ROWS:.*]] = tile.load %[[P]][%[[R]], %c0] {dims = array<i64: 1, 0>} : memref<300x768xf32, strided<[1, 300]>, #mem<hbm>> -> !tile.tile<128x128xf32, sbuf>
+// CHECK-NEXT:    %[[BLOCK:.*]] = tile.transpose %[[ROWS]] : !tile.tile<128x128xf32, sbuf> -> !tile.tile<128x128xf32, psum>
+// CHECK-NEXT:    %[[FIRST:.*]] = tile.insert %[[BLOCK]], %[[WHOLE]][%c0] : !tile.tile<128x128xf32, psum>, !tile.tile<128x768xf32, sbuf>
+// CHECK-NEXT:    tile.load %[[P]][%[[R]], %c128] {dims = array<i64: 1, 0>}
+// CHECK-NEXT:    tile.transpose
+// CHECK-NEXT:    tile.insert %{{.*}}, %[[FIRST]][%c128]
+// CHECK:         %[[LAST:.*]] = tile.insert %{{.*}}[%c640] : !tile.tile<128x128xf32, psum>, !tile.tile<128x768xf32, sbuf>
+// CHECK-NEXT:    %[[POS:.*]] = tile.load %{{.*}}[%[[R]], %c0] : memref<300x768xf32, #mem<hbm>> -> !tile.tile<128x768xf32, sbuf>
+// CHECK-NEXT:    tile.binary %[[LAST]], %[[POS]] {op = "add"}
+// CHECK:       tile.load %[[P]][%c256, %c0] {dims = array<i64: 1, 0>} : memref<300x768xf32, strided<[1, 300]>, #mem<hbm>> -> !tile.tile<128x44xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<128x44xf32, sbuf> -> !tile.tile<44x128xf32, psum>
+// CHECK-NOT:   tile.load %[[P]][%{{.*}}, %c0] : memref<300x768xf32, strided<[1, 300]>
+
+// -----
+
+// In bf16 the plain tile stays one load, which convert-tile-to-neuron makes a DMA transpose (faster by the cost
+// model than six blocks through TensorE).
+func.func @permuted_stem_bf16(%c: tensor<1x768x300xbf16>, %pos: tensor<300x768xbf16>) -> tensor<1x300x768xbf16> {
+  %p = torch.aten.permute %c {dims = array<i64: 0, 2, 1>} : (tensor<1x768x300xbf16>) -> tensor<1x300x768xbf16>
+  %y = torch.aten.add.Tensor %p, %pos {alpha = 1 : i64} : (tensor<1x300x768xbf16>, tensor<300x768xbf16>) -> tensor<1x300x768xbf16>
+  func.return %y : tensor<1x300x768xbf16>
+}
+// CHECK-LABEL: func.func @permuted_stem_bf16
+// CHECK-NOT:   tile.transpose
+// CHECK:       tile.load %{{.*}} : memref<300x768xbf16, strided<[1, 300]>, #mem<hbm>> -> !tile.tile<128x768xbf16, sbuf>
+// CHECK-NOT:   tile.transpose
+// CHECK:       func.return
+
+// -----
+
+// A free axis narrower than NARROW_FREE would gather the batch into wider tiles ([128, 2, 200]), which would load
+// the permuted operand one element per descriptor again: the nest keeps the plain [rows, 200] tiles instead, the
+// permuted operand in a block of 128 columns and one of 72.
+func.func @permuted_narrow(%c: tensor<2x200x130xf32>, %pos: tensor<130x200xf32>) -> tensor<2x130x200xf32> {
+  %p = torch.aten.permute %c {dims = array<i64: 0, 2, 1>} : (tensor<2x200x130xf32>) -> tensor<2x130x200xf32>
+  %y = torch.aten.add.Tensor %p, %pos {alpha = 1 : i64} : (tensor<2x130x200xf32>, tensor<130x200xf32>) -> tensor<2x130x200xf32>
+  func.return %y : tensor<2x130x200xf32>
+}
+// CHECK-LABEL: func.func @permuted_narrow
+// CHECK:       scf.for %[[B:.*]] = %c0 to %c2 step %c1 {
+// CHECK:         tile.load %{{.*}}[%[[B]], %c0, %c0] {dims = array<i64: 2, 1>} : memref<2x130x200xf32, strided<[26000, 1, 130]>, #mem<hbm>> -> !tile.tile<128x128xf32, sbuf>
+// CHECK:         tile.load %{{.*}}[%[[B]], %c0, %c128] {dims = array<i64: 2, 1>} : memref<2x130x200xf32, strided<[26000, 1, 130]>, #mem<hbm>> -> !tile.tile<72x128xf32, sbuf>
+// CHECK-NEXT:    tile.transpose %{{.*}} : !tile.tile<72x128xf32, sbuf> -> !tile.tile<128x72xf32, psum>
+// CHECK:         tile.store %{{.*}} : !tile.tile<128x200xf32, sbuf>, memref<2x130x200xf32, #mem<hbm>>
