@@ -11,6 +11,7 @@
 // SEMANTICS: all outputs match
 // SEMANTICS: all outputs match
 // SEMANTICS: all outputs match
+// SEMANTICS: all outputs match
 
 func.func @permuted_stem(%c: tensor<1x768x300xf32>, %pos: tensor<300x768xf32>) -> tensor<1x300x768xf32> {
   %p = torch.aten.permute %c {dims = array<i64: 0, 2, 1>} : (tensor<1x768x300xf32>) -> tensor<1x300x768xf32>
@@ -65,3 +66,23 @@ func.func @permuted_narrow(%c: tensor<2x200x130xf32>, %pos: tensor<130x200xf32>)
 // CHECK:         tile.load %{{.*}}[%[[B]], %c0, %c128] {dims = array<i64: 2, 1>} : memref<2x130x200xf32, strided<[26000, 1, 130]>, #mem<hbm>> -> !tile.tile<72x128xf32, sbuf>
 // CHECK-NEXT:    tile.transpose %{{.*}} : !tile.tile<72x128xf32, sbuf> -> !tile.tile<128x72xf32, psum>
 // CHECK:         tile.store %{{.*}} : !tile.tile<128x200xf32, sbuf>, memref<2x130x200xf32, #mem<hbm>>
+
+// -----
+
+// A layer norm over a permuted map's channels (ConvNeXt's [N, C, H, W] output normalized as [N, H, W, C]): the
+// normalized dimension strided, the rows contiguous. Its rows are first copied contiguous, by the elementwise
+// nest above (each [rows, 96] tile one transposed block), and the layer norm's row loads read the copy
+// (lowering/convert_torch_to_tile/normalization.py, `_rows_made_contiguous`).
+func.func @layer_norm_of_permuted_channels(%c: tensor<2x96x16x16xf32>, %w: tensor<96xf32>, %b: tensor<96xf32>) -> (tensor<2x16x16x96xf32>, tensor<2x16x16x1xf32>, tensor<2x16x16x1xf32>) {
+  %p = torch.aten.permute %c {dims = array<i64: 0, 2, 3, 1>} : (tensor<2x96x16x16xf32>) -> tensor<2x16x16x96xf32>
+  %y:3 = torch.aten.native_layer_norm %p, %w, %b {normalized_shape = array<i64: 96>, eps = 1.0e-06 : f64} : (tensor<2x16x16x96xf32>, tensor<96xf32>, tensor<96xf32>) -> (tensor<2x16x16x96xf32>, tensor<2x16x16x1xf32>, tensor<2x16x16x1xf32>)
+  func.return %y#0, %y#1, %y#2 : tensor<2x16x16x96xf32>, tensor<2x16x16x1xf32>, tensor<2x16x16x1xf32>
+}
+// CHECK-LABEL: func.func @layer_norm_of_permuted_channels
+// CHECK:       %[[COPY:.*]] = memref.alloc() : memref<2x16x16x96xf32, #mem<hbm>>
+// CHECK:       tile.load %{{.*}} {dims = array<i64: 2, 1>} : memref<2x256x96xf32, strided<[24576, 1, 256]>, #mem<hbm>> -> !tile.tile<96x128xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<96x128xf32, sbuf> -> !tile.tile<128x96xf32, psum>
+// CHECK:       %[[ROWS:.*]] = tile.view %[[COPY]] : memref<2x16x16x96xf32, #mem<hbm>> to memref<512x96xf32, #mem<hbm>>
+// CHECK-NOT:   strided<[24576, 1, 256]>
+// CHECK:       tile.load %{{.*}} : memref<512x1x96xf32, #mem<hbm>> -> !tile.tile<128x1x96xf32, sbuf>
+// CHECK:       func.return
