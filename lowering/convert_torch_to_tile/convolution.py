@@ -90,7 +90,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import contiguous_if_transposed, copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, window
 from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
@@ -1367,6 +1367,9 @@ def emit_convolution(
     dilation, output_padding = _expand_param(dilation, rank), _expand_param(output_padding or [0], rank)
     kernel = layout_of(w).shape[2:]
     depthwise = rank <= 2 and is_depthwise(layout_of(w).shape, groups)
+    if depthwise:
+        # channels on partitions, rows along them: a channels-last map would load one element per descriptor
+        x = contiguous_if_transposed(em, x)
     if transposed:
         # the direct convolution (stride 1) of the zero-inserted input, padded by the kernel's reach less the
         # padding, with the flipped filter
@@ -2674,6 +2677,10 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
     groups, transposed = int(args["groups"]), bool(args["transposed"])
     mask = list(args["output_mask"])
     kernel = layout_of(w).shape[2:]
+    if rank <= 2 and is_depthwise(layout_of(w).shape, groups):
+        # read by all three gradients with channels on partitions: a channels-last map (ConvNeXt's gradient
+        # permuted back from its layer norm) would load one element per descriptor
+        grad_out, x = contiguous_if_transposed(em, grad_out), contiguous_if_transposed(em, x)
     # a resident weight gradient's products, when `_direct_weight_gradient` leaves them for later
     deferred: list[Callable[[], None]] = []
 

@@ -782,6 +782,20 @@ def copy_to(em: LoopNestBuilder, source: SSAValue, out: SSAValue | None = None) 
 # ---- tile arithmetic -----------------------------------------------------------------------------------------
 
 
+def transposed_in_memory(layout: Layout) -> bool:
+    """Whether a tensor's last dimension (of more than one element) is strided while another is contiguous: a
+    permuted view, such as a channels-last map seen as [N, C, H, W]."""
+    dims = [(stride, extent) for stride, extent in zip(layout.strides, layout.shape, strict=True) if extent > 1]
+    return bool(dims) and dims[-1][0] != 1 and any(stride == 1 for stride, _ in dims[:-1])
+
+
+def contiguous_if_transposed(em: LoopNestBuilder, value: SSAValue) -> SSAValue:
+    """`value`, or a contiguous copy of it where it is `transposed_in_memory`: for a lowering that would load its
+    rows one element per descriptor, maybe more than once. The copy is one elementwise nest, whose tiles transpose
+    on chip where that is faster (`transposes_on_chip`)."""
+    return copy_to(em, value) if transposed_in_memory(layout_of(value)) else value
+
+
 def is_integer_type(element_type: Attribute) -> bool:
     return isinstance(element_type, IntegerType)
 

@@ -99,7 +99,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     TileMath,
     bounded_loop,
-    copy_to,
+    contiguous_if_transposed,
     emit_elementwise,
     real_prefix,
     size_bounds,
@@ -248,25 +248,12 @@ def _sum_over(em: LoopNestBuilder, tensor: SSAValue, dims: Sequence[int], elemen
 # ---- layer norm ------------------------------------------------------------------------------------------------
 
 
-def _rows_made_contiguous(em: LoopNestBuilder, x: SSAValue, axis: int) -> SSAValue:
-    """`x`, or a contiguous copy of it where its normalized dims (from `axis`) are one run that is not contiguous
-    while a row dim is (a permuted view: ConvNeXt's [N, C, H, W] convolution output normalized over C as
-    [N, H, W, C]). Each row tile would load such an x one element per descriptor (a backward more than once); the
-    copy is one elementwise nest, whose tiles transpose on chip where that is faster
-    (`elementwise.transposes_on_chip`), and the rows then load whole."""
-    layout = layout_of(x)
-    stride = _single_stride(layout, axis)
-    rows_contiguous = any(s == 1 and n > 1 for s, n in zip(layout.strides[:axis], layout.shape[:axis], strict=True))
-    if stride is None or stride == 1 or layout.shape[-1] == 1 or not rows_contiguous:
-        return x
-    return copy_to(em, x)
-
-
 def _layer_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["input"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
-    x = _rows_made_contiguous(em, x, axis)
+    # a permuted view's rows would load one element per descriptor
+    x = contiguous_if_transposed(em, x)
     weight, bias, eps = args.get("weight"), args.get("bias"), float(args["eps"])
     plan = _row_plan(em, op, x, axis, [v for v in (weight, bias) if v is not None])
     if plan is not None:
@@ -646,7 +633,7 @@ def _layer_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any
     x, grad = args["input"], args["grad_out"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
-    x, grad = _rows_made_contiguous(em, x, axis), _rows_made_contiguous(em, grad, axis)
+    x, grad = contiguous_if_transposed(em, x), contiguous_if_transposed(em, grad)
     types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
     mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
     mean, rstd, weight = args["mean"], args["rstd"], args.get("weight")

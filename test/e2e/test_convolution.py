@@ -124,6 +124,11 @@ BACKWARD += [
     ("conv2d_disjoint_uneven", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3)), (1, 5, 13, 16), (7, 5, 2, 2), None),
     ("conv2d_patches_row_blocks", lambda x, w, b: F.conv2d(x, w, b, stride=2), (1, 4, 66, 64), (8, 4, 2, 2), 8),
     ("conv1d_disjoint", lambda x, w, b: F.conv1d(x, w, b, stride=4), (2, 6, 30), (9, 6, 3), 9),
+    # ConvNeXt's block: a channels-last map seen as [N, C, H, W], its gradient permuted back the same way; the
+    # depthwise lowering reads both through contiguous copies (`contiguous_if_transposed`)
+    ("depthwise_channels_last",
+     lambda x, w, b: F.conv2d(x.permute(0, 3, 1, 2), w, b, padding=3, groups=130).permute(0, 2, 3, 1),
+     (2, 9, 11, 130), (130, 1, 7, 7), 130),
 ]  # fmt: skip
 
 

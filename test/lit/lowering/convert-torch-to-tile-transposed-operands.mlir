@@ -12,6 +12,7 @@
 // SEMANTICS: all outputs match
 // SEMANTICS: all outputs match
 // SEMANTICS: all outputs match
+// SEMANTICS: all outputs match
 
 func.func @permuted_stem(%c: tensor<1x768x300xf32>, %pos: tensor<300x768xf32>) -> tensor<1x300x768xf32> {
   %p = torch.aten.permute %c {dims = array<i64: 0, 2, 1>} : (tensor<1x768x300xf32>) -> tensor<1x300x768xf32>
@@ -72,7 +73,7 @@ func.func @permuted_narrow(%c: tensor<2x200x130xf32>, %pos: tensor<130x200xf32>)
 // A layer norm over a permuted map's channels (ConvNeXt's [N, C, H, W] output normalized as [N, H, W, C]): the
 // normalized dimension strided, the rows contiguous. Its rows are first copied contiguous, by the elementwise
 // nest above (each [rows, 96] tile one transposed block), and the layer norm's row loads read the copy
-// (lowering/convert_torch_to_tile/normalization.py, `_rows_made_contiguous`).
+// (`contiguous_if_transposed` of lowering/convert_torch_to_tile/elementwise.py).
 func.func @layer_norm_of_permuted_channels(%c: tensor<2x96x16x16xf32>, %w: tensor<96xf32>, %b: tensor<96xf32>) -> (tensor<2x16x16x96xf32>, tensor<2x16x16x1xf32>, tensor<2x16x16x1xf32>) {
   %p = torch.aten.permute %c {dims = array<i64: 0, 2, 3, 1>} : (tensor<2x96x16x16xf32>) -> tensor<2x16x16x96xf32>
   %y:3 = torch.aten.native_layer_norm %p, %w, %b {normalized_shape = array<i64: 96>, eps = 1.0e-06 : f64} : (tensor<2x16x16x96xf32>, tensor<96xf32>, tensor<96xf32>) -> (tensor<2x16x16x96xf32>, tensor<2x16x16x1xf32>, tensor<2x16x16x1xf32>)
@@ -85,4 +86,23 @@ func.func @layer_norm_of_permuted_channels(%c: tensor<2x96x16x16xf32>, %w: tenso
 // CHECK:       %[[ROWS:.*]] = tile.view %[[COPY]] : memref<2x16x16x96xf32, #mem<hbm>> to memref<512x96xf32, #mem<hbm>>
 // CHECK-NOT:   strided<[24576, 1, 256]>
 // CHECK:       tile.load %{{.*}} : memref<512x1x96xf32, #mem<hbm>> -> !tile.tile<128x1x96xf32, sbuf>
+// CHECK:       func.return
+
+// -----
+
+// A depthwise convolution of a channels-last map seen as [N, C, H, W] (ConvNeXt's blocks, whose gradient comes
+// back permuted from the layer norm): its channels lie on partitions and its rows along them, so the map is first
+// copied contiguous, [C, H W] tiles transposed on chip, and the padded input is made from the copy.
+func.func @depthwise_of_channels_last(%x: tensor<1x14x14x192xf32>, %w: tensor<192x1x7x7xf32>) -> tensor<1x192x14x14xf32> {
+  %p = torch.aten.permute %x {dims = array<i64: 0, 3, 1, 2>} : (tensor<1x14x14x192xf32>) -> tensor<1x192x14x14xf32>
+  %y = torch.aten.convolution %p, %w, none {stride = array<i64: 1, 1>, padding = array<i64: 3, 3>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 192 : i64} : (tensor<1x192x14x14xf32>, tensor<192x1x7x7xf32>) -> tensor<1x192x14x14xf32>
+  func.return %y : tensor<1x192x14x14xf32>
+}
+// CHECK-LABEL: func.func @depthwise_of_channels_last
+// CHECK:       %[[COPY:.*]] = memref.alloc() : memref<1x192x14x14xf32, #mem<hbm>>
+// CHECK:       tile.load %{{.*}} {dims = array<i64: 1, 0>} : memref<192x196xf32, strided<[1, 192]>, #mem<hbm>> -> !tile.tile<128x128xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<128x128xf32, sbuf> -> !tile.tile<128x128xf32, psum>
+// CHECK:       tile.load %{{.*}}[%c128, %c128] {dims = array<i64: 1, 0>} : memref<192x196xf32, strided<[1, 192]>, #mem<hbm>> -> !tile.tile<68x64xf32, sbuf>
+// CHECK-NOT:   strided<[1, 192]>
+// CHECK-NOT:   strided<[37632, 1, 2688, 192]>
 // CHECK:       func.return
