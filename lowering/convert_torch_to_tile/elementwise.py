@@ -6,7 +6,10 @@ the last the free axis (tiles of 2048; a nest of two such tiles and nothing else
 `SHORT_NEST_TILES`), and any leading dimensions become loops. A 1-d space is split into [P, n / P] when n has a
 divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their views, so broadcasting never
 copies; where one keeps a short leading dimension from merging, the space may be split back at the output's last
-dimension to fill more lanes, when the cost model's rules say that is faster (`lane_filling_tiling`).
+dimension to fill more lanes, when the cost model's rules say that is faster (`lane_filling_tiling`). An operand
+whose contiguous dimension lies on the partitions (a permuted view) is loaded as blocks of rows transposed on
+TensorE where the cost model finds that faster than its one-element DMA chunks (`transposes_on_chip`); its nest
+keeps the plain tiles.
 
 In a program compiled for a size bucket, an op whose result has dimensions bounded by the call's sizes
 (`neuron.size_bounds`) keeps those dimensions apart in the iteration space, and the nest runs only their real
