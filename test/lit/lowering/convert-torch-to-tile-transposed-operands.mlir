@@ -13,6 +13,8 @@
 // SEMANTICS: all outputs match
 // SEMANTICS: all outputs match
 // SEMANTICS: all outputs match
+// SEMANTICS: all outputs match
+// SEMANTICS: all outputs match
 
 func.func @permuted_stem(%c: tensor<1x768x300xf32>, %pos: tensor<300x768xf32>) -> tensor<1x300x768xf32> {
   %p = torch.aten.permute %c {dims = array<i64: 0, 2, 1>} : (tensor<1x768x300xf32>) -> tensor<1x300x768xf32>
@@ -105,4 +107,41 @@ func.func @depthwise_of_channels_last(%x: tensor<1x14x14x192xf32>, %w: tensor<19
 // CHECK:       tile.load %{{.*}}[%c128, %c128] {dims = array<i64: 1, 0>} : memref<192x196xf32, strided<[1, 192]>, #mem<hbm>> -> !tile.tile<68x64xf32, sbuf>
 // CHECK-NOT:   strided<[1, 192]>
 // CHECK-NOT:   strided<[37632, 1, 2688, 192]>
+// CHECK:       func.return
+
+// -----
+
+// ConvNeXt's downsampling reads the channels-first layer norm's output, a channels-last map seen as
+// [N, C, H, W]: every convolution path reads whole rows of a map's channels, so the input is copied contiguous
+// first, its [C, H W] tiles transposed on chip.
+func.func @downsampling_of_channels_last(%x: tensor<2x12x12x96xf32>, %w: tensor<192x96x2x2xf32>) -> tensor<2x192x6x6xf32> {
+  %p = torch.aten.permute %x {dims = array<i64: 0, 3, 1, 2>} : (tensor<2x12x12x96xf32>) -> tensor<2x96x12x12xf32>
+  %y = torch.aten.convolution %p, %w, none {stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64} : (tensor<2x96x12x12xf32>, tensor<192x96x2x2xf32>) -> tensor<2x192x6x6xf32>
+  func.return %y : tensor<2x192x6x6xf32>
+}
+// CHECK-LABEL: func.func @downsampling_of_channels_last
+// CHECK:       memref.alloc() : memref<2x96x12x12xf32, #mem<hbm>>
+// CHECK:       tile.load %{{.*}} {dims = array<i64: 2, 1>} : memref<2x96x144xf32, strided<[13824, 1, 96]>, #mem<hbm>> -> !tile.tile<128x96xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<128x96xf32, sbuf> -> !tile.tile<96x128xf32, psum>
+// CHECK:       tile.load %{{.*}} {dims = array<i64: 2, 1>} : memref<2x96x144xf32, strided<[13824, 1, 96]>, #mem<hbm>> -> !tile.tile<16x96xf32, sbuf>
+// CHECK-NOT:   strided<[13824, 1, 96]>
+// CHECK-NOT:   strided<[13824, 1, 1152, 96]>
+// CHECK:       func.return
+
+// -----
+
+// A stem whose gradient comes back channels-last (ConvNeXt's, from its channels-first layer norm): the weight
+// gradient that contracts output rows loads the gradient's rows with channels on partitions, so it reads a
+// contiguous copy.
+func.func @stem_weight_gradient_of_channels_last(%go: tensor<2x16x16x96xf32>, %x: tensor<2x3x64x64xf32>, %w: tensor<96x3x4x4xf32>) -> (tensor<96x3x4x4xf32>, tensor<96xf32>) {
+  %p = torch.aten.permute %go {dims = array<i64: 0, 3, 1, 2>} : (tensor<2x16x16x96xf32>) -> tensor<2x96x16x16xf32>
+  %gi, %gw, %gb = torch.aten.convolution_backward %p, %x, %w {bias_sizes = array<i64: 96>, stride = array<i64: 4, 4>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: false, true, true>} : (tensor<2x96x16x16xf32>, tensor<2x3x64x64xf32>, tensor<96x3x4x4xf32>) -> (none, tensor<96x3x4x4xf32>, tensor<96xf32>)
+  func.return %gw, %gb : tensor<96x3x4x4xf32>, tensor<96xf32>
+}
+// CHECK-LABEL: func.func @stem_weight_gradient_of_channels_last
+// CHECK:       %[[COPY:.*]] = memref.alloc() : memref<2x96x16x16xf32, #mem<hbm>>
+// CHECK:       tile.load %{{.*}} {dims = array<i64: 2, 1>} : memref<2x96x256xf32, strided<[24576, 1, 96]>, #mem<hbm>> -> !tile.tile<128x96xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<128x96xf32, sbuf> -> !tile.tile<96x128xf32, psum>
+// CHECK:       %[[GW:.*]] = memref.alloc() : memref<96x3x4x4xf32, #mem<hbm>>
+// CHECK:       tile.view %[[COPY]]
 // CHECK:       func.return
