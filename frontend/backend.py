@@ -428,8 +428,9 @@ def attention_backends(graph_module: torch.fx.GraphModule, example_inputs: Seque
     takes the flash kernel, in inference and in training alike: convert-torch-to-tile lowers it as one fused
     kernel (scores, softmax and the product with V stay on chip; grouped-query heads included: `enable_gqa`
     reaches it with the key/value heads as they are), which also returns the log-sum-exp a training graph saves.
-    The backward (`_scaled_dot_product_flash_attention_for_cpu_backward`) is decomposed by
-    `frontend.decompositions.flash_attention_backward`, which recomputes the probabilities from that log-sum-exp.
+    The backward (`_scaled_dot_product_flash_attention_for_cpu_backward`) is the fused backward kernel too, or one
+    such kernel per block of a long sequence, or else decomposed (`frontend.decompositions.flash_attention_backward`
+    decides), each recomputing the probabilities from that log-sum-exp.
     An attention the flash kernel does not take (dropout, a boolean mask, value heads narrower or wider than the
     keys') traces the math path (matmuls and a softmax), as in eager.
     """

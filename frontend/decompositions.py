@@ -96,8 +96,9 @@ def flash_attention_backward(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`aten._scaled_dot_product_flash_attention_for_cpu_backward`, where the fused backward kernel of
-    convert-torch-to-tile refuses it (`attention_backward.kernel_refusal`: a mask, dropout, wide heads, long
-    sequences; the op is kept whole otherwise): the gradients of flash attention from its saved output
+    convert-torch-to-tile refuses it (`attention_backward.kernel_refusal`: a mask, dropout, wide heads; the op is
+    kept whole otherwise, and split into blocks the kernel takes where only its sequences are too long,
+    `_flash_attention_backward_by_blocks`): the gradients of flash attention from its saved output
     and log-sum-exp, as ATen's kernel computes them (fp32 accumulation, results in the inputs' dtype).
 
     The probabilities are recomputed from the scores and the log-sum-exp (P = exp(s - lse)) rather than saved by
@@ -112,6 +113,9 @@ def flash_attention_backward(
     refusal = kernel_refusal(query.shape, key.shape, value.shape, dropout_p, attn_mask is not None, is_causal)
     if refusal is None or not query.is_floating_point():
         return NotImplemented  # kept whole: convert-torch-to-tile lowers it as one fused kernel
+    blocks = kernel_refusal(query.shape, key.shape, value.shape, dropout_p, False, is_causal, lengths=False) is None
+    if blocks and attn_mask is None and (not is_causal or query.shape[-2] == key.shape[-2]):
+        return _flash_attention_backward_by_blocks(grad_out, query, key, value, out, logsumexp, is_causal, scale)
     if dropout_p != 0.0:
         raise NotImplementedError("flash attention backward with dropout")
     dtype = query.dtype
@@ -139,6 +143,74 @@ def flash_attention_backward(
         grad_key = grad_key.reshape(unflat).sum(-3)
         grad_value = grad_value.reshape(unflat).sum(-3)
     return grad_query.to(dtype), grad_key.to(key.dtype), grad_value.to(value.dtype)
+
+
+def _blocks(length: int, most: int) -> list[tuple[int, int]]:
+    """[start, end) of the fewest blocks of at most `most` rows covering `length`, all but the last of one size, a
+    multiple of the 128 partitions where that keeps their number."""
+    count = -(-length // most)
+    size = -(-length // count)
+    size = min(most, -(-size // 128) * 128)
+    return [(start, min(start + size, length)) for start in range(0, length, size)]
+
+
+def _flash_attention_backward_by_blocks(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    is_causal: bool,
+    scale: float | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The flash attention backward of more queries or keys than the fused kernel takes, as one kernel per block
+    of queries and block of keys: the gradients split exactly along both. With the forward's log-sum-exp each
+    block's probabilities are the whole softmax's, exp(s - lse), and rowsum(dO O) is a property of the queries
+    alone; so dV and dK of a key block are the sums over the query blocks of their kernels' dV and dK, and dQ of
+    a query block the sum over the key blocks of theirs (summed in fp32). Causal attention (top-left aligned, as
+    many queries as keys) takes the same blocks on both axes: a block of keys after the queries' is skipped (it
+    sees none of them), one before them is plain attention, and the diagonal block is causal attention of its own.
+    Every [L, S] intermediate stays on chip, as in the kernel; the extra cost is the inputs read once per block of
+    the other axis and the gradients' sums."""
+    from neuron_mlir.lowering.convert_torch_to_tile.attention_backward import MAX_QUERY_TILES, max_keys
+
+    kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    query_step, key_step = MAX_QUERY_TILES * 128, max_keys()
+    if is_causal:
+        query_step = key_step = min(query_step, key_step)
+    query_blocks, key_blocks = _blocks(query.shape[-2], query_step), _blocks(key.shape[-2], key_step)
+    grad_keys: list[list[torch.Tensor]] = [[] for _ in key_blocks]
+    grad_values: list[list[torch.Tensor]] = [[] for _ in key_blocks]
+    grad_queries = []
+    for q0, q1 in query_blocks:
+        parts = []
+        for j, (k0, k1) in enumerate(key_blocks):
+            if is_causal and k0 > q0:
+                continue
+            grad_query, grad_key, grad_value = kernel(
+                grad_out[..., q0:q1, :], query[..., q0:q1, :], key[..., k0:k1, :], value[..., k0:k1, :],
+                out[..., q0:q1, :], logsumexp[..., q0:q1], 0.0, is_causal and k0 == q0, scale=scale,
+            )  # fmt: skip
+            parts.append(grad_query)
+            grad_keys[j].append(grad_key)
+            grad_values[j].append(grad_value)
+        grad_queries.append(_sum_as(parts, query.dtype))
+    return (
+        torch.cat(grad_queries, dim=-2),
+        torch.cat([_sum_as(parts, key.dtype) for parts in grad_keys], dim=-2),
+        torch.cat([_sum_as(parts, value.dtype) for parts in grad_values], dim=-2),
+    )
+
+
+def _sum_as(parts: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """The sum of `parts` in fp32, in `dtype` (one part as it is)."""
+    if len(parts) == 1:
+        return parts[0].to(dtype)
+    total = parts[0].float()
+    for part in parts[1:]:
+        total = total + part.float()
+    return total.to(dtype)
 
 
 def angle(x: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,10 @@ key/value head j serving query heads [g j, g j + g), as in the forward kernel); 
 query i sees keys j <= i) and `scale` (default 1/sqrt(E)). The kernel takes heads of at most one TensorE contraction
 (E, Ev <= 128), at most `max_keys` keys (a query tile's fp32 scores fill one PSUM bank) and `MAX_QUERY_TILES` query
 tiles (unrolled); dropout and an attention mask are refused (`kernel_refusal`): the frontend then decomposes the op
-into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so those cases still compile.
+into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so those cases still compile. More
+queries or keys than the kernel takes reach it as one op per block of queries and block of keys, which the frontend
+splits the op into (`frontend.decompositions._flash_attention_backward_by_blocks`; a causal one only with as many
+queries as keys).
 
 Output guarantee: grad_query, grad_key and grad_value in their inputs' dtypes, each written once; no [L, S]
 intermediate reaches HBM. Per (batch, head), Q, K, V, dO and O are loaded once: where the target's DMAs transpose
@@ -90,7 +93,7 @@ from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import TARGETS, Memory, Target
 
 OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
-# The query tiles of a head are unrolled. Longer sequences are decomposed by the frontend.
+# The query tiles of a head are unrolled. Longer sequences reach the kernel in blocks (the frontend splits them).
 MAX_QUERY_TILES = 8
 # Query tiles emitted stage by stage together (`_AttentionBackward.scores`, `products`): each holds two PSUM banks
 # (its scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die. With
@@ -150,9 +153,12 @@ def kernel_refusal(
     has_mask: bool,
     is_causal: bool,
     target: Target | None = None,
+    lengths: bool = True,
 ) -> str | None:
     """Why the fused kernel does not take an attention backward of these shapes on `target` (None: it does). The
-    frontend asks this before tracing, to keep the op whole or decompose it, without a target (`max_keys`)."""
+    frontend asks this before tracing, to keep the op whole, split it or decompose it, without a target
+    (`max_keys`); without `lengths`, whether it would take the shapes but for their numbers of queries and keys
+    (so that it takes blocks of them)."""
     if dropout_p != 0.0:
         return "dropout inside attention has no fused backward"
     if has_mask:
@@ -173,6 +179,8 @@ def kernel_refusal(
         return f"heads wider than one TensorE contraction ({PARTITION_TILE}) have no fused backward"
     if length == 0 or keys == 0:
         return "attention over no queries or keys has no fused backward"
+    if not lengths:
+        return None
     if keys > (limit := max_keys(target)):
         return f"more than {limit} keys (one PSUM bank of scores per query tile) have no fused backward"
     if _tiles(length) > MAX_QUERY_TILES:

@@ -90,7 +90,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import contiguous_if_transposed, copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, window
 from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
@@ -1367,6 +1367,9 @@ def emit_convolution(
     dilation, output_padding = _expand_param(dilation, rank), _expand_param(output_padding or [0], rank)
     kernel = layout_of(w).shape[2:]
     depthwise = rank <= 2 and is_depthwise(layout_of(w).shape, groups)
+    # every path reads whole rows of the map's channels: a channels-last map seen as [N, C, H, W] (ConvNeXt's
+    # downsampling after its channels-first layer norm) would load one element per descriptor
+    x = contiguous_if_transposed(em, x)
     if transposed:
         # the direct convolution (stride 1) of the zero-inserted input, padded by the kernel's reach less the
         # padding, with the flipped filter
@@ -2624,7 +2627,10 @@ def _direct_weight_gradient(
     if contracts_output_rows(
         layout_of(x).shape, layout_of(w).shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize
     ):
-        return emit_row_weight_gradient(em, x, grad_out, kernel, stride, padding, dilation, out_element_type)
+        # grad_output's rows are loaded with its channels on partitions: a channels-last one (ConvNeXt's stem,
+        # whose gradient comes back from its channels-first layer norm) would load one element per descriptor
+        grads = contiguous_if_transposed(em, grad_out)
+        return emit_row_weight_gradient(em, x, grads, kernel, stride, padding, dilation, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
@@ -2674,6 +2680,12 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
     groups, transposed = int(args["groups"]), bool(args["transposed"])
     mask = list(args["output_mask"])
     kernel = layout_of(w).shape[2:]
+    # as in the forward (emit_convolution), a channels-last input would load one element per descriptor
+    x = contiguous_if_transposed(em, x)
+    if rank <= 2 and is_depthwise(layout_of(w).shape, groups):
+        # read by all three gradients with channels on partitions: a channels-last gradient (ConvNeXt's, permuted
+        # back from its layer norm) too
+        grad_out = contiguous_if_transposed(em, grad_out)
     # a resident weight gradient's products, when `_direct_weight_gradient` leaves them for later
     deferred: list[Callable[[], None]] = []
 

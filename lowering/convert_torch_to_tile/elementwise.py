@@ -6,7 +6,10 @@ the last the free axis (tiles of 2048; a nest of two such tiles and nothing else
 `SHORT_NEST_TILES`), and any leading dimensions become loops. A 1-d space is split into [P, n / P] when n has a
 divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their views, so broadcasting never
 copies; where one keeps a short leading dimension from merging, the space may be split back at the output's last
-dimension to fill more lanes, when the cost model's rules say that is faster (`lane_filling_tiling`).
+dimension to fill more lanes, when the cost model's rules say that is faster (`lane_filling_tiling`). An operand
+whose contiguous dimension lies on the partitions (a permuted view) is loaded as blocks of rows transposed on
+TensorE where the cost model finds that faster than its one-element DMA chunks (`transposes_on_chip`); its nest
+keeps the plain tiles.
 
 In a program compiled for a size bucket, an op whose result has dimensions bounded by the call's sizes
 (`neuron.size_bounds`) keeps those dimensions apart in the iteration space, and the nest runs only their real
@@ -72,7 +75,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime import cost_model
-from neuron_mlir.runtime.dtypes import numpy_dtype
+from neuron_mlir.runtime.dtypes import FLOAT_DTYPES, itemsize, numpy_dtype
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.program import row_major_strides
 
@@ -398,6 +401,9 @@ NARROW_FREE = FREE_TILE // 4
 # [128, 2364]: the step's backward 332.7 -> 329.7 us; three tiles 330.5, six 329.5).
 SHORT_NEST_TILES = 4
 
+# Columns of one block transposed on TensorE (`load_transposed`): the block's partitions before the transpose.
+TRANSPOSE_COLUMNS = PARTITION_TILE
+
 
 def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: int) -> tuple[Tiling, list[Layout]]:
     """The tiling of a canonical [loops..., P, F] space, with a multi-dimensional free axis when F is narrow.
@@ -514,6 +520,76 @@ def _nest_ns(tiling: Tiling, layouts: Sequence[Layout], dtypes: Sequence[str], t
     return max(alone / target.dma_queues, engine_ns, hbm_ns, compute)
 
 
+def _transfer_ns(dma: cost_model.DmaCost, count: int, target: Target) -> float:
+    """`count` such transfers spread over the DMA queues, as `_nest_ns` prices a tile's: the longest of their
+    queue time, their bytes at the engines' rate for their runs, and their HBM bytes at HBM bandwidth."""
+    return count * max(
+        dma.alone_ns(target) / target.dma_queues,
+        dma.bytes / (target.dma_aggregate_bytes_per_ns * dma.efficiency),
+        dma.hbm_bytes / target.hbm_bandwidth_gbps,
+    )
+
+
+def transposes_on_chip(layout: Layout, tiling: Tiling, dtype: str, target: Target) -> bool:
+    """Whether an operand's tiles load faster as blocks of rows transposed on TensorE than as they are.
+
+    An operand whose partition dimension is its contiguous one and whose free dimension is not (a permuted view:
+    a convolution's [channels, positions] output read as [positions, channels]) loads each tile one element per
+    descriptor, at a hundredth of the DMA engines' rate; 2-byte elements load so by DMA transpose instead
+    (convert-tile-to-neuron). Loaded as [columns, rows] blocks, its contiguous dimension runs along each
+    partition, and each block's TensorE transpose into PSUM and the copy out of it put the columns back on the
+    free axis. Of the two, the cost model's faster for one full tile (`_transfer_ns`; the transposes and
+    copies run on other engines beside the transfers). Only where TensorE transposes bit-exactly
+    (`matmul_transpose_bit_exact`): an identity matmul would spread a NaN over its row."""
+    if len(tiling.free) != 1 or dtype not in FLOAT_DTYPES or not target.matmul_transpose_bit_exact:
+        return False
+    space, partition = tiling.space, tiling.partition
+    free_stride = layout.strides[-1]
+    if layout.strides[partition] != 1 or free_stride in (0, 1) or space[partition] == 1 or space[-1] == 1:
+        return False
+    p, f = min(space[partition], PARTITION_TILE), min(space[-1], FREE_TILE)
+    sbuf = cost_model.OperandShape(Memory.SBUF, dtype, p, (f,), (1,))
+    hbm = cost_model.OperandShape(Memory.HBM, dtype, 0, (p, f), (1, free_stride))
+    if itemsize(dtype) == 2 and target.dma_transpose_hbm_efficiency:
+        direct = cost_model.dma_transpose_cost(hbm, sbuf, target)
+    else:
+        direct = cost_model.dma_cost(hbm, sbuf, target)
+    blocks, c = -(-f // TRANSPOSE_COLUMNS), min(f, TRANSPOSE_COLUMNS)
+    rows = cost_model.OperandShape(Memory.SBUF, dtype, c, (p,), (1,))
+    block_dma = cost_model.dma_cost(
+        cost_model.OperandShape(Memory.HBM, dtype, 0, (c, p), (free_stride, 1)), rows, target
+    )
+    block = cost_model.OperandShape(Memory.PSUM, dtype, p, (c,), (1,))
+    identity = cost_model.OperandShape(Memory.SBUF, dtype, c, (c,), (1,))
+    transpose = cost_model.compute_ns(
+        "nc_matmul", Engine.TENSOR, {"moving": rows, "stationary": identity, "dst": block}, {"is_transpose": 1}, target
+    )
+    evacuation = {"src": block, "dst": cost_model.OperandShape(Memory.SBUF, dtype, p, (c,), (1,))}
+    copy = cost_model.compute_ns("tensor_copy", Engine.VECTOR, evacuation, {}, target)
+    on_chip = max(_transfer_ns(block_dma, blocks, target), blocks * transpose, blocks * copy)
+    return on_chip < _transfer_ns(direct, 1, target)
+
+
+def load_transposed(
+    em: LoopNestBuilder, tensor: SSAValue, indices: Sequence[Index], shape: Sequence[int], tiling: Tiling
+) -> SSAValue:
+    """The [p, f] tile of `tensor` at `indices` of the plain `tiling`, loaded as [columns, p] blocks (the free
+    dimension on partitions, each partition a contiguous run), each transposed on TensorE and copied into its
+    columns (`transposes_on_chip`)."""
+    p, f = shape
+    free_dim = len(tiling.space) - 1
+    element_type = element_type_of(tensor)
+    whole = em.insert(tile.EmptyOp(TileType((p, f), element_type, Memory.SBUF))).result
+    for c0 in range(0, f, TRANSPOSE_COLUMNS):
+        columns = min(TRANSPOSE_COLUMNS, f - c0)
+        at = list(indices)
+        at[free_dim] = em.add(at[free_dim], c0)
+        rows = load(em, tensor, at, (columns, p), dims=(free_dim, tiling.partition))
+        block = em.insert(tile.TransposeOp(rows)).result
+        whole = em.insert(tile.InsertOp(block, whole, [em.index(c0)])).result
+    return whole
+
+
 def _broadcast_along_free(layout: Layout) -> bool:
     """Whether an operand repeats each row (or one value) along the last dimension. The plain tiling loads such a
     column once per partition and spreads it on chip; a multi-dimensional tile would have to fetch it by DMA one
@@ -569,11 +645,17 @@ def emit_elementwise(
         space, canonical, dynamic = bounded
     else:
         space, canonical = iteration_space(out_shape, layouts)
-    if wide and compute_at is None and bounded is None:
-        dtypes = [runtime_dtype_name(memref_type_of(value).element_type) for value in [out, *operands]]
-        tiling, canonical = lane_filling_tiling(out_shape, space, canonical, dtypes, emitter_target(em))
-    else:
-        tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
+    target = emitter_target(em)
+    dtypes = [runtime_dtype_name(memref_type_of(value).element_type) for value in [out, *operands]]
+    tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
+    # An operand transposed on chip keeps the plain tiles, whose columns its blocks fill: a wider tile would load
+    # it one element per descriptor again.
+    transposing = any(
+        transposes_on_chip(layout, tiling, dtype, target)
+        for layout, dtype in zip(canonical[1:], dtypes[1:], strict=True)
+    )
+    if wide and compute_at is None and bounded is None and not transposing:
+        tiling, canonical = lane_filling_tiling(out_shape, space, canonical, dtypes, target)
     space = tiling.space
     views = [view(em, value, layout) for value, layout in zip([out, *operands], canonical, strict=True)]
     out_view, operand_views = views[0], views[1:]
@@ -582,6 +664,10 @@ def emit_elementwise(
     trailing = tuple(range(len(space) - len(tiling.tile_dims), len(space)))
     plain = tiling.tile_dims == trailing
     by_column = [_broadcast_column(layout, tiling) for layout in canonical[1:]]
+    on_chip = [
+        plain and transposes_on_chip(layout, tiling, dtype, target)
+        for layout, dtype in zip(canonical[1:], dtypes[1:], strict=True)
+    ]
     free_dim = len(space) - 1
     free_tile = FREE_TILE
     if (
@@ -615,10 +701,12 @@ def emit_elementwise(
                 indices = positions(loop_indices, p0, f0)
                 shape = (p_size, *whole_free, f_size)
                 tiles = [
-                    load(em_f, v, indices, shape, dims=transfer_dims())
-                    if column is None
-                    else _spread(em_f, column, f_size)
-                    for v, column in zip(operand_views, columns, strict=True)
+                    _spread(em_f, column, f_size)
+                    if column is not None
+                    else load_transposed(em_f, v, indices, shape, tiling)
+                    if transposed
+                    else load(em_f, v, indices, shape, dims=transfer_dims())
+                    for v, column, transposed in zip(operand_views, columns, on_chip, strict=True)
                 ]
                 result_type = TileType(shape, out_element_type, Memory.SBUF)
                 if compute_at is not None:
@@ -697,6 +785,20 @@ def copy_to(em: LoopNestBuilder, source: SSAValue, out: SSAValue | None = None) 
 
 
 # ---- tile arithmetic -----------------------------------------------------------------------------------------
+
+
+def transposed_in_memory(layout: Layout) -> bool:
+    """Whether a tensor's last dimension (of more than one element) is strided while another is contiguous: a
+    permuted view, such as a channels-last map seen as [N, C, H, W]."""
+    dims = [(stride, extent) for stride, extent in zip(layout.strides, layout.shape, strict=True) if extent > 1]
+    return bool(dims) and dims[-1][0] != 1 and any(stride == 1 for stride, _ in dims[:-1])
+
+
+def contiguous_if_transposed(em: LoopNestBuilder, value: SSAValue) -> SSAValue:
+    """`value`, or a contiguous copy of it where it is `transposed_in_memory`: for a lowering that would load its
+    rows one element per descriptor, maybe more than once. The copy is one elementwise nest, whose tiles transpose
+    on chip where that is faster (`transposes_on_chip`)."""
+    return copy_to(em, value) if transposed_in_memory(layout_of(value)) else value
 
 
 def is_integer_type(element_type: Attribute) -> bool:

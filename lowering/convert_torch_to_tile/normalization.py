@@ -99,6 +99,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     TileMath,
     bounded_loop,
+    contiguous_if_transposed,
     emit_elementwise,
     real_prefix,
     size_bounds,
@@ -251,6 +252,8 @@ def _layer_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> lis
     x = args["input"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
+    # a permuted view's rows would load one element per descriptor
+    x = contiguous_if_transposed(em, x)
     weight, bias, eps = args.get("weight"), args.get("bias"), float(args["eps"])
     plan = _row_plan(em, op, x, axis, [v for v in (weight, bias) if v is not None])
     if plan is not None:
@@ -630,6 +633,7 @@ def _layer_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any
     x, grad = args["input"], args["grad_out"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
+    x, grad = contiguous_if_transposed(em, x), contiguous_if_transposed(em, grad)
     types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
     mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
     mean, rstd, weight = args["mean"], args["rstd"], args.get("weight")

@@ -295,6 +295,27 @@ def test_attention_backward_trips_in_a_loop(monkeypatch):
     )
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype", "causal"),
+    [
+        ((1, 2, 1500, 1500, 64), torch.float32, False),  # whisper-small's encoder: 2 x 3 blocks
+        ((1, 2, 1300, 700, 32), torch.float32, False),  # more queries than keys, partial blocks on both axes
+        ((1, 3, 1100, 1100, 64), torch.bfloat16, True),  # causal: blocks of 384, the diagonal ones causal
+    ],
+    ids=["whisper", "ragged", "causal-bf16"],
+)
+def test_long_attention_backward_is_fused_by_blocks(shape: tuple[int, int, int, int, int], dtype, causal):
+    """More queries or keys than the fused backward takes: one kernel per block of queries and block of keys,
+    their gradients summed, never the decomposition's [L, S] matrices in HBM: the backward moves fewer bytes than
+    the fp32 scores of its heads written and read once (the decomposition writes and reads four such matrices)."""
+    batch, heads, queries, keys, _ = shape
+    _check_training(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), _inputs(*shape, dtype), fused=False
+    )
+    [backward] = [p for name, p in neuron_mlir.profiles().items() if "backward" in name]
+    assert backward.hbm_bytes < 2 * batch * heads * queries * keys * 4, backward.hbm_bytes
+
+
 def test_attention_backward_with_mask_decomposes():
     """A mask has no fused backward: the frontend decomposes the backward into ATen ops (matmuls, exp) that
     recompute the probabilities from the log-sum-exp; the forward stays one kernel."""

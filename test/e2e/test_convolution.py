@@ -124,6 +124,18 @@ BACKWARD += [
     ("conv2d_disjoint_uneven", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3)), (1, 5, 13, 16), (7, 5, 2, 2), None),
     ("conv2d_patches_row_blocks", lambda x, w, b: F.conv2d(x, w, b, stride=2), (1, 4, 66, 64), (8, 4, 2, 2), 8),
     ("conv1d_disjoint", lambda x, w, b: F.conv1d(x, w, b, stride=4), (2, 6, 30), (9, 6, 3), 9),
+    # ConvNeXt's block: a channels-last map seen as [N, C, H, W], its gradient permuted back the same way; the
+    # depthwise lowering reads both through contiguous copies (`contiguous_if_transposed`)
+    ("depthwise_channels_last",
+     lambda x, w, b: F.conv2d(x.permute(0, 3, 1, 2), w, b, padding=3, groups=130).permute(0, 2, 3, 1),
+     (2, 9, 11, 130), (130, 1, 7, 7), 130),
+    # ConvNeXt's downsampling of a channels-last map, and its stem whose gradient comes back channels-last: both
+    # read through contiguous copies (the input in every path, the gradient where the weight gradient contracts
+    # output rows)
+    ("conv2d_channels_last_downsample", lambda x, w, b: F.conv2d(x.permute(0, 3, 1, 2), w, b, stride=2),
+     (2, 12, 12, 96), (192, 96, 2, 2), 192),
+    ("conv2d_stem_channels_last_gradient", lambda x, w, b: F.conv2d(x, w, b, stride=4).permute(0, 2, 3, 1),
+     (2, 3, 64, 64), (96, 3, 4, 4), 96),
 ]  # fmt: skip
 
 

@@ -310,3 +310,25 @@ def test_short_nests(shape, other):
     a = torch.randn(shape, dtype=torch.bfloat16)
     b = torch.randn(other, dtype=torch.bfloat16)
     check_compiled(lambda a, b: (a + b, a * b - a), a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("shape", [(1, 768, 300), (2, 200, 130)], ids=["whisper-stem", "partial-blocks"])
+def test_permuted_operands_transposed_on_chip(dtype, shape):
+    """Operands read with their contiguous dimension on the partitions (a convolution's [channels, positions]
+    output permuted to [positions, channels]): fp32 tiles are loaded as row blocks and transposed on TensorE,
+    bf16 ones by DMA transpose; either way every element lands where it belongs, NaN and infinities included
+    (an identity matmul would spread them over a row), whole blocks of 128 and partial ones alike."""
+    torch.manual_seed(7)
+    x = torch.randn(shape).to(dtype)
+    x[0, 5, 17], x[-1, -1, -3], x[0, -2, 1] = math.nan, math.inf, -math.inf
+    positions = torch.randn(shape[2], shape[1]).to(dtype)
+
+    def stem(x, positions):
+        permuted = x.permute(0, 2, 1)
+        return permuted + positions, permuted.contiguous(), torch.nn.functional.gelu(permuted) * 2.0
+
+    results = check_compiled(stem, x, positions)
+    for actual, wanted in zip(results, stem(x, positions), strict=True):
+        assert torch.equal(actual.isnan(), wanted.isnan())
+    torch.testing.assert_close(results[1], x.permute(0, 2, 1), rtol=0, atol=0, equal_nan=True)  # moved, not computed

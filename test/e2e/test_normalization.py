@@ -305,3 +305,35 @@ def test_batch_norm_training_few_values_close_to_their_mean(batch):
     for name, got, want, exact in zip(names, ours, expected, golden, strict=True):
         assert_close_to_golden(got, want, exact, name)
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+
+
+class _ChannelsFirstLayerNorm(torch.nn.LayerNorm):
+    """ConvNeXt's layer norm of an [N, C, H, W] map over its channels: a permuted view normalized and permuted
+    back."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_layer_norm_of_permuted_channels(dtype):
+    """The normalized dimension strided, the rows contiguous: the rows are copied contiguous first (their tiles
+    transposed on chip in fp32), in the forward and for the input and output gradient of the backward; results
+    and gradients as eager's, judged against float64."""
+
+    def make(precision: torch.dtype) -> torch.nn.Module:
+        torch.manual_seed(0)
+        norm = _ChannelsFirstLayerNorm(96, eps=1e-6)
+        with torch.no_grad():
+            norm.weight.normal_(1.0, 0.3)
+            norm.bias.normal_(0.0, 0.3)
+        return norm.to(dtype).to(precision)
+
+    torch.manual_seed(4)
+    x = (torch.randn(2, 96, 20, 21) * 2 + 0.5).to(dtype)
+    projection = torch.linspace(-1, 1, x.numel()).reshape(x.shape)
+    runs = _eager_compiled_golden(make, x, projection, dtype)
+    names = ("output", "gradient of the input", "gradient of the weight", "gradient of the bias")
+    for name, eager, ours, golden in zip(names, *runs, strict=True):
+        assert_close_to_golden(ours, eager, golden, name)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
