@@ -177,6 +177,7 @@ def test_a_float64_scalar_of_constants_written_into_fp32_is_folded_exact():
     assert torch.equal(got, expected)  # the scalar rounded once, as copy_ rounds it
     got.sum().backward()
     expected.sum().backward()
-    assert x.grad is not None and mirror.grad is not None
+    assert x.grad is not None
+    assert mirror.grad is not None
     assert torch.equal(x.grad, mirror.grad)
     assert neuron_mlir.stats()["fallback_ops"] == {}
