@@ -2813,6 +2813,15 @@ def legal(op: Operation) -> str | None:
     x_shape = tensor_shape(args["input"])
     if not 1 <= len(x_shape) - 2 <= 3:
         return f"only batched 1-d, 2-d and 3-d convolutions lower (input rank {len(x_shape)})"
+    # ATen refuses these before it computes anything (and the output size divides by the stride)
+    if any(int(v) < 1 for v in args["stride"]):
+        return f"a stride must be positive, found {list(args['stride'])}"
+    if any(int(v) < 1 for v in args["dilation"]):
+        return f"a dilation must be positive, found {list(args['dilation'])}"
+    if any(int(v) < 0 for v in args["padding"]):
+        return f"a padding must not be negative, found {list(args['padding'])}"
+    if int(args["groups"]) < 1:
+        return f"groups must be positive, found {int(args['groups'])}"
     if op.name == "torch.aten.convolution":
         expected = convolution_shape(
             x_shape,

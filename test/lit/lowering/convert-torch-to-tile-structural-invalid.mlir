@@ -30,6 +30,23 @@ func.func @convolution_wrong_result(%x: tensor<1x3x5xf32>, %w: tensor<2x3x3xf32>
 
 // -----
 
+// A zero stride (the output size divides by it; a fuzz case crashed there), and a zero dilation of a backward.
+func.func @convolution_zero_stride(%x: tensor<1x3x6x7xf32>, %w: tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 0, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 3 : i64} : (tensor<1x3x6x7xf32>, tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<1x3x6x7xf32>
+}
+// CHECK: torch.aten.convolution: a stride must be positive, found [0, 1] (at model.py:4 (model.conv))
+
+// -----
+
+func.func @convolution_backward_zero_dilation(%g: tensor<1x2x3xf32>, %x: tensor<1x3x5xf32>, %w: tensor<2x3x3xf32>) -> tensor<1x3x5xf32> {
+  %0, %1, %2 = torch.aten.convolution_backward %g, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 1>, padding = array<i64: 0>, dilation = array<i64: 0>, transposed = false, output_padding = array<i64: 0>, groups = 1 : i64, output_mask = array<i1: true, false, false>} : (tensor<1x2x3xf32>, tensor<1x3x5xf32>, tensor<2x3x3xf32>) -> (tensor<1x3x5xf32>, none, none) loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<1x3x5xf32>
+}
+// CHECK: torch.aten.convolution_backward: a dilation must be positive, found [0] (at model.py:4 (model.conv))
+
+// -----
+
 // Pooling needs a channel dim in front of its spatial dims.
 func.func @pool_without_channels(%x: tensor<6x6xf32>) -> tensor<3x3xf32> {
   %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 2, 2>} : (tensor<6x6xf32>) -> tensor<3x3xf32> loc("model.pool"("model.py":9:0))
