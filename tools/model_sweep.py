@@ -408,6 +408,18 @@ def _completed_value(name: str, original: dict[str, Any]) -> Any:
         return 1
     if name == "prediction_length":  # a forecaster's horizon (the time series transformers)
         return SEQUENCE
+    # a sparse-attention token indexer the defaults name but do not size (Qwen4-Exp's QSA): one key head of the
+    # main heads' width, a budget of half the sequence in blocks of two tokens
+    if name == "indexer_kv_heads":
+        return 1
+    if name == "indexer_n_heads":
+        return next((original[h] for h in _MAIN_HEAD_NAMES if _is_int(original.get(h))), None)
+    if name == "indexer_head_dim":
+        return HEAD_DIM
+    if name == "indexer_budget":
+        return SEQUENCE // 2
+    if name == "indexer_compress_ratio":
+        return 2
     if name == "head_dim":
         heads = next((original[h] for h in _MAIN_HEAD_NAMES if _is_int(original.get(h))), None)
         width = next((original[w] for w in _MAIN_WIDTH_NAMES if _is_int(original.get(w))), None)

@@ -38,6 +38,48 @@ def test_reductions_over_any_dims(shape, dims, keepdim):
     check_compiled(lambda t: _folds(t, dims, keepdim), torch.randn(shape))
 
 
+@pytest.mark.parametrize(
+    ("shape", "dims"),
+    [
+        ((1, 300, 96), (0,)),
+        ((300, 1, 96), (1,)),
+        ((2, 300, 96), (0,)),
+        ((2, 3, 40, 50), (0, 1)),
+        ((8, 130, 7), (0,)),
+        ((23, 130, 7), (0,)),
+        ((2, 32, 3, 50), (0, 1)),
+    ],
+    ids=["size-1-outer", "size-1-middle", "batch-of-2", "six-slabs", "eight-slabs", "three-passes", "64-slabs"],
+)
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+def test_few_reduced_elements_fold_whole_slabs(shape, dims, keepdim):
+    """Up to 64 reduced elements per kept one fold elementwise, slab by slab (eight per pass, later passes
+    folding the partial result with the next seven); NaN and infinities come through the extremes."""
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    x.view(-1)[7] = float("nan")
+    x.view(-1)[-3] = float("-inf")
+    check_compiled(lambda t: _folds(t, dims, keepdim)[:5], x)
+    check_compiled(lambda t: _folds(t, dims, keepdim)[:4], x.bfloat16())
+
+
+def test_reductions_over_size_1_dims_of_strided_and_integer_inputs():
+    """One element per kept one: a copy, whatever the source's strides and dtype (int64 beyond fp32's integers)."""
+    x = torch.randn(96, 1, 300)
+    big = torch.randint(-(2**40), 2**40, (1, 70, 33))
+    check_compiled(
+        lambda t, i: (
+            t.transpose(0, 2).sum(1),
+            t.amax(1, keepdim=True),
+            i.sum(0),
+            i.to(torch.int32).sum(0),
+            i.sum(0).float(),
+        ),
+        x,
+        big,
+    )
+
+
 def test_full_reductions_and_0d():
     check_compiled(
         lambda x, s: (x.sum(), x.max(), x.min(), x.prod(), x.any(), x.all(), x.mean(), s.sum(), s.amax(0), s.argmax()),

@@ -63,6 +63,10 @@ def test_tiny_configurations():
     qwen3_next = model_sweep.tiny_config("qwen3_next")  # its linear attention's heads, as the attention's
     assert (qwen3_next.linear_num_key_heads, qwen3_next.linear_num_value_heads) == (2, 2)
     assert (qwen3_next.linear_key_head_dim, qwen3_next.linear_value_head_dim) == (16, 16)
+    # a sparse-attention indexer its defaults enable but leave unsized (Qwen4-Exp's QSA), sized when completed
+    qwen4_exp = model_sweep.tiny_config("qwen4_exp_text", complete=True)
+    assert (qwen4_exp.indexer_kv_heads, qwen4_exp.indexer_head_dim) == (1, model_sweep.HEAD_DIM)
+    assert qwen4_exp.indexer_budget % qwen4_exp.indexer_compress_ratio == 0
     bamba = model_sweep.tiny_config("bamba")  # Mamba's heads must divide its expanded width
     assert (bamba.mamba_expand * bamba.hidden_size) % bamba.mamba_n_heads == 0
     # multimodal rotary sections the model's code defaults to (sized for its full head) are named, for the shrunk

@@ -84,3 +84,25 @@ func.func @full_reductions_on_every_lane(%x: tensor<300x70xf32>) -> (tensor<f32>
 // CHECK:       %[[MAXES:.*]] = tile.reduce %{{.*}} {op = "max"} : (!tile.tile<125x168xf32, sbuf>) -> !tile.tile<125x1xf32, sbuf>
 // CHECK:       %[[ROW:.*]] = tile.transpose %[[MAXES]] : !tile.tile<125x1xf32, sbuf> -> !tile.tile<1x125xf32, psum>
 // CHECK:       tile.reduce %[[ROW]] {op = "max"} : (!tile.tile<1x125xf32, psum>) -> !tile.tile<1x1xf32, sbuf>
+
+// -----
+
+// A sum over a dim of size 1 is a copy in the kept elements' own layout (not a [128, 1] column per 128 of them),
+// and a sum over a batch of 2 with the kept elements contiguous adds the two slabs elementwise (not a TensorE row
+// sum contracting over 2 of its 128 rows).
+func.func @few_reduced_elements_fold_slabs(%x: tensor<1x300x96xf32>, %y: tensor<2x300x96xf32>) -> (tensor<300x96xf32>, tensor<1x300x96xf32>) {
+  %s = torch.aten.sum.dim_IntList %x {dim = array<i64: 0>} : (tensor<1x300x96xf32>) -> tensor<300x96xf32>
+  %t = torch.aten.sum.dim_IntList %y {dim = array<i64: 0>, keepdim = true} : (tensor<2x300x96xf32>) -> tensor<1x300x96xf32>
+  func.return %s, %t : tensor<300x96xf32>, tensor<1x300x96xf32>
+}
+// CHECK-LABEL: func.func @few_reduced_elements_fold_slabs
+// CHECK-NOT:   tile.reduce
+// CHECK-NOT:   tile.matmul
+// The 28800 elements of a slab fill the 128 partitions, 225 contiguous ones each.
+// CHECK:       %[[X:.*]] = tile.load %{{.*}} -> !tile.tile<128x225xf32, sbuf>
+// CHECK-NEXT:  tile.store %[[X]]
+// CHECK:       %[[A:.*]] = tile.load %{{.*}} : memref<128x225xf32, #mem<hbm>> -> !tile.tile<128x225xf32, sbuf>
+// CHECK-NEXT:  %[[B:.*]] = tile.load %{{.*}} : memref<128x225xf32, strided<[225, 1], offset: 28800>, #mem<hbm>> -> !tile.tile<128x225xf32, sbuf>
+// CHECK-NEXT:  tile.binary %[[A]], %[[B]] {op = "add"}
+// CHECK-NOT:   tile.reduce
+// CHECK-NOT:   tile.matmul
