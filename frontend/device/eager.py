@@ -888,14 +888,14 @@ def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:
     return True
 
 
-def _account_replay(program: _Program, name: str) -> None:
+def _account_replay(program: _Program, name: str, line: str | None = None) -> None:
     """What a replayed run of a constant program leaves besides its outputs: its simulated time on the stream and
-    the op's line, and a run of its profile."""
+    the op's line (`line`, when the caller found it already), and a run of its profile."""
     compiled = program.compiled
     profile = compiled.last_profile
     simulated_ns = float(profile.total_ns)
     streams.current_stream().add_run(simulated_ns)
-    sources.record(name, simulated_ns)
+    sources.record(name, simulated_ns, line=line)
     stats.record_run(compiled.name, profile)
 
 
@@ -910,12 +910,11 @@ def _replay_fill(program: _Program) -> bool:
     done, and the kernel takes the Python path."""
     if _mode() == "host" or region.pending_ops():
         return False
-    previous = sources.entered()
-    try:
-        EAGER_STATS.native_ops[_FILL_NAME] += 1
-        _account_replay(program, _FILL_NAME)
-    finally:
-        sources.left(previous)
+    # the issuing frame is this function's caller (or above the frame a device kernel running this fill marked), so
+    # the walk from here finds the user's line without marking a frame (`sources.entered`)
+    line = sources.user_line()
+    EAGER_STATS.native_ops[_FILL_NAME] += 1
+    _account_replay(program, _FILL_NAME, line)
     return True
 
 

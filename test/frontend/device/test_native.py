@@ -667,3 +667,21 @@ def test_the_native_fill_follows_the_eager_mode_and_reset(monkeypatch, fresh_eag
     target.fill_(2.0)
     assert eager.EAGER_STATS.compiled_signatures == 2  # the zero_, and the fill compiled again
     assert torch.equal(target.cpu(), torch.full((3, 5), 2.0))
+
+
+def test_the_loss_gradients_fill_is_counted_at_the_users_backward_line(monkeypatch, fresh_eager):
+    """`loss.backward()` makes its gradient (`ones_like`) from torch's Python frames: replayed natively or not, the
+    fill is counted under the line that called `backward()`."""
+    from neuron_mlir.frontend.device import sources
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    weight = torch.ones(3, device="neuron", requires_grad=True)
+    line = None
+    for _ in range(3):  # the first fill runs, the next two replay
+        loss = (weight * 2).sum()
+        torch.neuron.synchronize()  # the loss's region runs: the fill is outside a region
+        line = f"{__file__}:{sys._getframe().f_lineno + 1}"
+        loss.backward()
+    assert sources.EAGER_TIMES[("aten.fill_.Scalar", line)].calls == 3
+    assert weight.grad is not None
+    assert torch.equal(weight.grad.cpu(), torch.full((3,), 6.0))
