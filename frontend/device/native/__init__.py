@@ -10,7 +10,9 @@ guarded op and autograd node; and kernels for the view ops that reach the device
 `transpose`, `expand`, slice and `t` ends in one), which run the CPU kernel over the device tensor without the
 Python fallback's call.
 The library also holds the device memory's address space (`address_space`: the first-fit ranges and counters of
-`runtime/device_memory.py`, whose blocks are taken and given back without running Python code).
+`runtime/device_memory.py`, whose blocks are taken and given back without running Python code), and the kernels of
+`empty`, `empty_strided` and `fill_.Scalar` (`register_device_kernels`), which make a contiguous tensor and replay a
+constant fill without the Python fallback's call: `torch.ones_like`, the gradient `loss.backward()` starts from.
 `neuron_hooks.cpp` implements them; the storages over the blocks stay in Python (`storage.py`), which the resize
 hook and the allocator call back.
 

@@ -2,8 +2,9 @@
 // torch._C._acc, or only at a price: resizing a storage in place, generators on the device, the pinned host memory
 // the accelerator owns, an allocator for the storages torch itself makes on the device, and the device guard. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
 // the storages over the device's memory stay in Python (storage.py), which this library calls back into. It also
-// serves the metadata-only view ops (`view`, `as_strided`, ...) without a call into Python, and holds the HBM's
-// address space (the blocks' ranges and the memory counters).
+// serves the metadata-only view ops (`view`, `as_strided`, ...) without a call into Python, holds the HBM's
+// address space (the blocks' ranges and the memory counters), and makes contiguous `empty` tensors and replays
+// constant fills in C++ (the loss gradient's `ones_like`).
 #include <Python.h>
 #include <structmember.h>
 
