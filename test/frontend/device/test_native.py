@@ -676,10 +676,10 @@ def test_the_loss_gradients_fill_is_counted_at_the_users_backward_line(monkeypat
 
     monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
     weight = torch.ones(3, device="neuron", requires_grad=True)
-    line = None
+    line = ""
     for _ in range(3):  # the first fill runs, the next two replay
         loss = (weight * 2).sum()
-        torch.neuron.synchronize()  # the loss's region runs: the fill is outside a region
+        neuron.synchronize()  # the loss's region runs: the fill is outside a region
         line = f"{__file__}:{sys._getframe().f_lineno + 1}"
         loss.backward()
     assert sources.EAGER_TIMES[("aten.fill_.Scalar", line)].calls == 3
