@@ -1273,19 +1273,24 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (replayable) {
     auto found = fill_replays.find(key);
     if (found != fill_replays.end()) {
-      FillReplay replay = found->second;
-      PyObject* accounted = PyObject_CallNoArgs(replay.replay);
+      // held across the call: the Python code it runs may forget the kept fills (`eager.reset`)
+      PyObject* replay = Py_NewRef(found->second.replay);
+      PyObject* memo = Py_NewRef(found->second.memo);
+      PyObject* accounted = PyObject_CallNoArgs(replay);
       int done = accounted == nullptr ? -1 : PyObject_IsTrue(accounted);
       Py_XDECREF(accounted);
+      Py_DECREF(replay);
+      if (done == 1) {
+        size_t nbytes = static_cast<size_t>(PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(memo)));
+        if (nbytes != 0) {
+          std::memcpy(self.mutable_data_ptr(), PyArray_DATA(reinterpret_cast<PyArrayObject*>(memo)), nbytes);
+        }
+      }
+      Py_DECREF(memo);
       if (done < 0) {
         raise_python_error(state);
       }
       if (done == 1) {
-        auto* memo = reinterpret_cast<PyArrayObject*>(replay.memo);
-        size_t nbytes = static_cast<size_t>(PyArray_NBYTES(memo));
-        if (nbytes != 0) {
-          std::memcpy(self.mutable_data_ptr(), PyArray_DATA(memo), nbytes);
-        }
         PyGILState_Release(state);
         return self;
       }
