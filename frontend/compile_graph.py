@@ -874,12 +874,20 @@ class CompiledGraph:
         the memory the view shows; anything that moves or reshapes the data changes one of those). The view
         keeps nothing alive that the parameter does not; other tensors (activations) are converted every call.
         """
-        from neuron_mlir.frontend.device.storage import observe
+        from neuron_mlir.frontend.device.storage import kept_arrays, observe
 
         observe()  # parameters viewed in place: recorded eager ops that write them run first
         views = self._parameter_views
         arrays = []
+        # a graph of device tensors: the arrays kept on their storages (a backward graph's saved activations, the
+        # parameters), found in one call
+        kept = kept_arrays(arguments) if self.device_outputs is not None else None
         for position, value in enumerate(arguments):
+            if kept is not None:
+                found = kept[position]
+                if found is not None:
+                    arrays.append(found)
+                    continue
             if type(value) is not torch.nn.Parameter:
                 arrays.append(to_numpy(value))
                 continue

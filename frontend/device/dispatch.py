@@ -71,6 +71,23 @@ def _empty_strided(
     return storage.empty_strided(size, stride, dtype or torch.get_default_dtype())
 
 
+def native_empty(
+    size: tuple[int, ...], stride: tuple[int, ...] | None, dtype: torch.dtype, memory_format: torch.memory_format | None
+) -> torch.Tensor:
+    """The Python side of the native `empty.memory_format` and `empty_strided` kernels: the layouts they do not
+    make themselves (and the out-of-memory error)."""
+    if stride is None:
+        return _empty_memory_format(list(size), dtype, memory_format=memory_format)
+    return _empty_strided(list(size), list(stride), dtype)
+
+
+def native_fill(tensor: torch.Tensor, value: Any) -> Any:
+    """The Python side of the native `fill_.Scalar` kernel: the fill as the fallback runs it, then its constant
+    program and kept output for the kernel to replay (`eager.kept_fill`), or None."""
+    neuron_fallback(aten.fill_.Scalar, tensor, value)
+    return _eager.kept_fill(tensor, value) if _eager is not None else None
+
+
 def _host_view(tensor: torch.Tensor) -> torch.Tensor:
     return storage.host_alias(tensor) if _is_device(tensor) else tensor
 

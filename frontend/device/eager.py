@@ -41,6 +41,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend import stats
 from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
+from neuron_mlir.frontend.device.registration import hide_from_dynamo
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 
 
@@ -883,13 +884,64 @@ def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:
         return False
     for tensor, value in zip(written, outputs, strict=False):
         _write(tensor, value)
+    _account_replay(program, name)
+    return True
+
+
+def _account_replay(program: _Program, name: str, line: str | None = None) -> None:
+    """What a replayed run of a constant program leaves besides its outputs: its simulated time on the stream and
+    the op's line (`line`, when the caller found it already), and a run of its profile."""
     compiled = program.compiled
     profile = compiled.last_profile
     simulated_ns = float(profile.total_ns)
     streams.current_stream().add_run(simulated_ns)
-    sources.record(name, simulated_ns)
+    sources.record(name, simulated_ns, line=line)
     stats.record_run(compiled.name, profile)
+
+
+_FILL = torch.ops.aten.fill_.Scalar
+_FILL_NAME = str(_FILL)
+
+
+def _replay_fill(program: _Program) -> bool:
+    """The native `fill_.Scalar` kernel's call before it writes a kept fill (`kept_fill`) into a contiguous
+    tensor: the replay's accounting, as `_run` and `_replay` do it, when the fill may replay now (the device's
+    eager mode compiles and no deferred region is pending, in which it would be recorded); else False, nothing
+    done, and the kernel takes the Python path."""
+    if _mode() == "host" or region.pending_ops():
+        return False
+    # the issuing frame is this function's caller (or above the frame a device kernel running this fill marked), so
+    # the walk from here finds the user's line without marking a frame (`sources.entered`)
+    line = sources.user_line()
+    EAGER_STATS.native_ops[_FILL_NAME] += 1
+    _account_replay(program, _FILL_NAME, line)
     return True
+
+
+# the native fill kernel calls it from C++, while eager code that a compiled function runs may be running
+hide_from_dynamo(_replay_fill)
+
+
+def kept_fill(tensor: torch.Tensor, value: Any) -> tuple[Callable[[], bool], np.ndarray] | None:
+    """After `fill_(tensor, value)` ran by the Python path: the replay's accounting (`_replay_fill` of its program)
+    and its kept output when the program is a constant one with an output of `tensor`'s shape and dtype kept
+    (`_Program.memo`), which the native kernel then writes itself on later calls of the signature; else None."""
+    flat = [tensor, value]
+    try:
+        key = _signature(_facts(_FILL), (tensor, value), {}, flat)
+    except RuntimeError:
+        return None
+    program = _programs.get(key) if key is not None else None
+    if not isinstance(program, _Program) or not (program.constant and program.deferrable) or program.memo is None:
+        return None
+    if len(program.memo) != 1 or program.written_positions != [0]:
+        return None
+    memo = program.memo[0]
+    from neuron_mlir.frontend.tensors import numpy_dtype
+
+    if memo.shape != tuple(tensor.shape) or memo.dtype != np.dtype(numpy_dtype(tensor.dtype)):
+        return None
+    return functools.partial(_replay_fill, program), memo
 
 
 def _results(
@@ -1140,6 +1192,9 @@ def reset() -> None:
     """Forget the compiled programs, the counts, the time per op and line, and which ops were warned about."""
     region.reset()
     _programs.clear()
+    from neuron_mlir.frontend.device import native
+
+    native.forget_fills()  # the native fill kernel's kept programs go with them
     _warned.clear()
     sources.reset()
     EAGER_STATS.__init__()  # type: ignore[misc]

@@ -135,6 +135,15 @@ def register() -> None:
             native.tensor_facts(),
             native.fresh_tensors(),
             native.cached_array(),
+            native.cached_arrays(),
+        )
+        # `ones_like` (the gradient `loss.backward()` starts from) without the Python fallback's call per op
+        native.register_device_kernels(
+            dispatch.native_fill,
+            dispatch.native_empty,
+            storage.BLOCK_ATTRIBUTE,
+            storage.DENSE_ARRAYS_ATTRIBUTE,
+            vars(storage),
         )
     # torch's fallback for the Conjugate (Negative) key materialises a conjugate (negative) operand with `clone`,
     # whose `copy_` hands a device tensor to `_copy_from`, which is not on the key's pass-through list (the CPU's
@@ -149,6 +158,8 @@ def register() -> None:
     _library, _aten_library = library, aten_library
     hide_from_dynamo(
         neuron_fallback,
+        dispatch.native_fill,
+        dispatch.native_empty,
         storage.resize_bytes,
         storage.allocate_for_torch,
         *OVERRIDDEN_KERNELS.values(),

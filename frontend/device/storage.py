@@ -35,10 +35,12 @@ DEVICE_TYPE = "neuron"
 # the kernels of `set_` and of the view ops are registered for CPU; they only write metadata
 CPU_KEYS = torch.DispatchKeySet(torch.DispatchKey.CPU)
 _BLOCK_ATTRIBUTE = "_neuron_block"
+BLOCK_ATTRIBUTE = _BLOCK_ATTRIBUTE  # for the native hooks, which make storages carrying their blocks
 # dtype -> a flat CPU tensor over the whole block, kept on the storage (made once, not per op)
 _HOST_VIEWS_ATTRIBUTE = "_neuron_host_views"
 # (offset, shape, dtype) -> a NumPy array over those bytes of the block (`dense_array`), kept on the storage
 _DENSE_ARRAYS_ATTRIBUTE = "_neuron_dense_arrays"
+DENSE_ARRAYS_ATTRIBUTE = _DENSE_ARRAYS_ATTRIBUTE  # for the native hooks, which keep arrays on the storages they make
 _DENSE_ARRAYS_PER_STORAGE = 16  # more views of one storage than a model's step asks for: start afresh
 
 _numpy_dtypes: dict[torch.dtype, np.dtype] = {}
@@ -366,6 +368,15 @@ _fresh_tensors: Any = None
 _tensor_facts: Any = python_tensor_facts
 # the native hooks' reader of the arrays `dense_array` keeps (`native.cached_array()`), when they are loaded
 _cached_array: Any = None
+# the native hooks' reader of several tensors' kept arrays at once (`native.cached_arrays()`), when they are loaded
+_cached_arrays: Any = None
+
+
+def kept_arrays(values: list[Any]) -> list[np.ndarray | None] | None:
+    """Per value of `values`, the array `dense_array` keeps for it when it is a device tensor that has one (else
+    None), in one native call; None without the native hooks."""
+    found = _cached_arrays
+    return None if found is None else cast(list[np.ndarray | None], found(values, _DENSE_ARRAYS_ATTRIBUTE))
 
 
 def use_native(
@@ -374,15 +385,16 @@ def use_native(
     tensor_facts: Any = None,
     fresh_tensors: Any = None,
     cached_array: Any = None,
+    cached_arrays: Any = None,
 ) -> None:
     """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their makers
     (`native.fresh_tensor()` and `native.fresh_tensors()`, which serve a device memory whose address space is the
     native one), read tensors' facts with their `native.tensor_facts()` and kept arrays with their
-    `native.cached_array()`, or do without them (None)."""
-    global _tensor_over, _fresh_tensor, _tensor_facts, _fresh_tensors, _cached_array
+    `native.cached_array()` (several at once with `native.cached_arrays()`), or do without them (None)."""
+    global _tensor_over, _fresh_tensor, _tensor_facts, _fresh_tensors, _cached_array, _cached_arrays
     _tensor_over, _fresh_tensor, _fresh_tensors = tensor_over, fresh_tensor, fresh_tensors
     _tensor_facts = tensor_facts or python_tensor_facts
-    _cached_array = cached_array
+    _cached_array, _cached_arrays = cached_array, cached_arrays
 
 
 # the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper

@@ -10,7 +10,9 @@ guarded op and autograd node; and kernels for the view ops that reach the device
 `transpose`, `expand`, slice and `t` ends in one), which run the CPU kernel over the device tensor without the
 Python fallback's call.
 The library also holds the device memory's address space (`address_space`: the first-fit ranges and counters of
-`runtime/device_memory.py`, whose blocks are taken and given back without running Python code).
+`runtime/device_memory.py`, whose blocks are taken and given back without running Python code), and the kernels of
+`empty`, `empty_strided` and `fill_.Scalar` (`register_device_kernels`), which make a contiguous tensor and replay a
+constant fill without the Python fallback's call: `torch.ones_like`, the gradient `loss.backward()` starts from.
 `neuron_hooks.cpp` implements them; the storages over the blocks stay in Python (`storage.py`), which the resize
 hook and the allocator call back.
 
@@ -156,8 +158,14 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_fresh_tensors_function.restype = ctypes.py_object
     library.neuron_cached_array_function.argtypes = []
     library.neuron_cached_array_function.restype = ctypes.py_object
+    library.neuron_cached_arrays_function.argtypes = []
+    library.neuron_cached_arrays_function.restype = ctypes.py_object
     library.neuron_tensor_facts_function.argtypes = []
     library.neuron_tensor_facts_function.restype = ctypes.py_object
+    library.neuron_register_device_kernels.argtypes = [ctypes.py_object] * 5
+    library.neuron_register_device_kernels.restype = ctypes.c_bool
+    library.neuron_forget_fills.argtypes = []
+    library.neuron_forget_fills.restype = None
     _library = library
     return library
 
@@ -273,6 +281,47 @@ def cached_array() -> Callable[[torch.Tensor, str], Any] | None:
     call where the tensor's methods are one call each. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_cached_array_function())
+
+
+def register_device_kernels(
+    fill_python: Callable[[torch.Tensor, Any], tuple[Callable[[], bool], Any] | None],
+    empty_python: Callable[..., torch.Tensor],
+    attribute: str,
+    arrays_attribute: str,
+    storage_globals: dict[str, Any],
+) -> bool:
+    """Register C++ kernels of `fill_.Scalar`, `empty.memory_format` and `empty_strided` for the device; False when
+    the library is unavailable. A contiguous `empty` is made in C++ from the device memory's native address space
+    (`address_space`; the memory is `storage_globals["_memory"]`, which the Python kernel makes first), with its
+    block as the storage's attribute `attribute` and, for dtypes NumPy has itself, a NumPy array over its bytes
+    kept in a dict by (0, shape, dtype) as its attribute `arrays_attribute` (as `storage.dense_array` keeps the
+    arrays it makes); other layouts call
+    `empty_python(size, stride | None, dtype, memory_format | None)`. Every fill not replayed runs
+    `fill_python(tensor, value)` (the Python path), which answers `(replay, memo)` when its program is a constant
+    one with a kept output of the tensor's bytes: later fills of a contiguous tensor of that dtype, sizes and value
+    are written from `memo` in C++ once `replay()` has accounted the run (False from it: the Python path instead).
+    Raises RuntimeError when torch refuses one."""
+    library = _library
+    if library is None:
+        return False
+    if not library.neuron_register_device_kernels(
+        fill_python, empty_python, attribute, arrays_attribute, storage_globals
+    ):
+        raise RuntimeError("registering the device's fill and empty kernels failed")  # the Python error is chained
+    return True
+
+
+def forget_fills() -> None:
+    """Forget the fills the native kernel replays (their programs were forgotten)."""
+    if _library is not None:
+        _library.neuron_forget_fills()
+
+
+def cached_arrays() -> Callable[[list[Any], str], list[Any]] | None:
+    """`cached_array()` of each value of a list in one call, `(values, arrays_attribute) -> [array | None, ...]`
+    (None for a value that is not a tensor): a compiled graph's inputs. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_cached_arrays_function())
 
 
 def _set_reason(reason: str) -> None:

@@ -2,8 +2,9 @@
 // torch._C._acc, or only at a price: resizing a storage in place, generators on the device, the pinned host memory
 // the accelerator owns, an allocator for the storages torch itself makes on the device, and the device guard. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
 // the storages over the device's memory stay in Python (storage.py), which this library calls back into. It also
-// serves the metadata-only view ops (`view`, `as_strided`, ...) without a call into Python, and holds the HBM's
-// address space (the blocks' ranges and the memory counters).
+// serves the metadata-only view ops (`view`, `as_strided`, ...) without a call into Python, holds the HBM's
+// address space (the blocks' ranges and the memory counters), and makes contiguous `empty` tensors and replays
+// constant fills in C++ (the loss gradient's `ones_like`).
 #include <Python.h>
 #include <structmember.h>
 
@@ -33,13 +34,16 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/Storage.h>
+#include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/library.h>
+#include <c10/core/DefaultDtype.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 namespace neuron {
 namespace {
@@ -555,6 +559,96 @@ PyType_Slot space_slots[] = {
 PyType_Spec space_spec = {
     "neuron_hooks.AddressSpace", sizeof(SpaceObject), 0, Py_TPFLAGS_DEFAULT, space_slots};
 
+// A block of `space` (a native AddressSpace) for `numel` elements of `scalar_type`, a storage over its bytes that
+// carries the block as its attribute `attribute` (the block lives as long as the storage), and a tensor of `sizes`
+// and `strides` over the storage's start: 1 with `tensor` set and new references to the block and the storage's
+// Python object in `block` and `wrapped`; 0 when no free range holds the block (nothing changed); -1 with a Python
+// exception set.
+int fresh_block_tensor(
+    PyObject* space, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t numel,
+    c10::ScalarType scalar_type, PyObject* attribute, at::Tensor& tensor, PyObject** block, PyObject** wrapped) {
+  int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(scalar_type));
+  PyObject* count = PyLong_FromLongLong(nbytes);
+  if (count == nullptr) {
+    return -1;
+  }
+  PyObject* made = space_allocate(space, count);
+  Py_DECREF(count);
+  if (made == nullptr) {
+    return -1;
+  }
+  if (made == Py_None) {
+    Py_DECREF(made);
+    return 0;
+  }
+  c10::Storage stored(
+      c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes),
+      c10::DataPtr(reinterpret_cast<BlockObject*>(made)->pointer, c10::Device(kDevice, 0)),
+      /*allocator=*/nullptr, /*resizable=*/false);
+  PyObject* storage_object = THPStorage_Wrap(stored);
+  if (storage_object == nullptr || PyObject_SetAttr(storage_object, attribute, made) != 0) {
+    Py_XDECREF(storage_object);
+    Py_DECREF(made);
+    return -1;
+  }
+  tensor = at::detail::make_tensor<at::TensorImpl>(
+      std::move(stored), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(scalar_type));
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 0);
+  *block = made;
+  *wrapped = storage_object;
+  return 1;
+}
+
+// The NumPy array of `element` (a numpy.dtype of the tensor's item size, else the block's bytes viewed by its `view`
+// method) and `sizes` over a fresh block's bytes, whose base they are, kept on the storage `wrapped` (its Python
+// object) in a new dict `arrays_attribute` by (0, shape, dtype) as storage.dense_array keeps the arrays it makes,
+// when that is given (a result read whole later is found there, not made again): a new reference, None when
+// `element` is None, nullptr with a Python exception set.
+PyObject* block_array(
+    BlockObject* block, PyObject* wrapped, const std::vector<int64_t>& sizes, PyObject* shape, PyObject* dtype,
+    PyObject* element, PyObject* arrays_attribute) {
+  if (element == Py_None) {
+    return Py_NewRef(Py_None);
+  }
+  PyObject* array = nullptr;
+  auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+  if (PyArray_DescrCheck(element) && PyDataType_ELSIZE(reinterpret_cast<PyArray_Descr*>(element)) ==
+          static_cast<npy_intp>(c10::elementSize(scalar_type))) {
+    // the array over the block's bytes in one call (what `data.view(element).reshape(shape)` makes in two), its
+    // base the block's bytes, which it keeps alive
+    std::vector<npy_intp> dims(sizes.begin(), sizes.end());
+    Py_INCREF(element);  // PyArray_NewFromDescr steals the reference
+    array = PyArray_NewFromDescr(
+        &PyArray_Type, reinterpret_cast<PyArray_Descr*>(element), static_cast<int>(dims.size()), dims.data(), nullptr,
+        block->pointer, NPY_ARRAY_CARRAY, nullptr);
+    if (array != nullptr) {
+      Py_INCREF(block->data);
+      if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), block->data) != 0) {
+        Py_CLEAR(array);
+      }
+    }
+  } else {
+    PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
+    if (typed == nullptr) {
+      return nullptr;
+    }
+    array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
+    Py_DECREF(typed);
+  }
+  if (array != nullptr && arrays_attribute != nullptr && arrays_attribute != Py_None) {
+    PyObject* arrays = PyDict_New();
+    PyObject* key = arrays == nullptr ? nullptr : Py_BuildValue("(iOO)", 0, shape, dtype);
+    bool kept = key != nullptr && PyDict_SetItem(arrays, key, array) == 0 &&
+        PyObject_SetAttr(wrapped, arrays_attribute, arrays) == 0;
+    Py_XDECREF(key);
+    Py_XDECREF(arrays);
+    if (!kept) {
+      Py_CLEAR(array);
+    }
+  }
+  return array;
+}
+
 
 }  // namespace
 
@@ -783,71 +877,16 @@ PyObject* neuron_fresh_tensor(
     }
     const auto& [sizes, strides, numel] = layout;
     auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
-    int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(scalar_type));
-    PyObject* count = PyLong_FromLongLong(nbytes);
-    if (count == nullptr) {
-      return nullptr;
+    at::Tensor tensor;
+    PyObject* made = nullptr;
+    PyObject* wrapped = nullptr;
+    int status = neuron::fresh_block_tensor(space, sizes, strides, numel, scalar_type, attribute, tensor, &made, &wrapped);
+    if (status <= 0) {
+      return status < 0 ? nullptr : Py_NewRef(Py_None);
     }
-    PyObject* made = neuron::space_allocate(space, count);
-    Py_DECREF(count);
-    if (made == nullptr || made == Py_None) {
-      return made;
-    }
-    auto* block = reinterpret_cast<neuron::BlockObject*>(made);
-    c10::Storage stored(
-        c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes), c10::DataPtr(block->pointer, c10::Device(neuron::kDevice, 0)),
-        /*allocator=*/nullptr, /*resizable=*/false);
-    PyObject* wrapped = THPStorage_Wrap(stored);
-    if (wrapped == nullptr || PyObject_SetAttr(wrapped, attribute, made) != 0) {
-      Py_XDECREF(wrapped);
-      Py_DECREF(made);
-      return nullptr;
-    }
-    at::Tensor tensor = at::detail::make_tensor<at::TensorImpl>(
-        std::move(stored), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(scalar_type));
-    tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 0);
-    PyObject* array = Py_None;  // no array wanted: `element` is None
-    if (element == Py_None) {
-      Py_INCREF(array);
-    } else if (PyArray_DescrCheck(element) && PyDataType_ELSIZE(reinterpret_cast<PyArray_Descr*>(element)) ==
-                   static_cast<npy_intp>(c10::elementSize(scalar_type))) {
-      // the array over the block's bytes in one call (what `data.view(element).reshape(shape)` makes in two), its
-      // base the block's bytes, which it keeps alive
-      std::vector<npy_intp> dims(sizes.begin(), sizes.end());
-      Py_INCREF(element);  // PyArray_NewFromDescr steals the reference
-      array = PyArray_NewFromDescr(
-          &PyArray_Type, reinterpret_cast<PyArray_Descr*>(element), static_cast<int>(dims.size()), dims.data(),
-          nullptr, block->pointer, NPY_ARRAY_CARRAY, nullptr);
-      if (array != nullptr) {
-        Py_INCREF(block->data);
-        if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), block->data) != 0) {
-          Py_CLEAR(array);
-        }
-      }
-    } else {
-      PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
-      if (typed == nullptr) {
-        Py_DECREF(made);
-        Py_DECREF(wrapped);
-        return nullptr;
-      }
-      array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
-      Py_DECREF(typed);
-    }
+    PyObject* array = neuron::block_array(
+        reinterpret_cast<neuron::BlockObject*>(made), wrapped, sizes, shape, dtype, element, arrays_attribute);
     Py_DECREF(made);
-    if (array != nullptr && array != Py_None && arrays_attribute != nullptr && arrays_attribute != Py_None) {
-      // the array, kept on the storage as storage.dense_array keeps the arrays it makes, by (offset, shape,
-      // dtype): a result that later ops or graphs read whole is found there, not made again
-      PyObject* arrays = PyDict_New();
-      PyObject* key = arrays == nullptr ? nullptr : Py_BuildValue("(iOO)", 0, shape, dtype);
-      bool kept = key != nullptr && PyDict_SetItem(arrays, key, array) == 0 &&
-          PyObject_SetAttr(wrapped, arrays_attribute, arrays) == 0;
-      Py_XDECREF(key);
-      Py_XDECREF(arrays);
-      if (!kept) {
-        Py_CLEAR(array);
-      }
-    }
     Py_DECREF(wrapped);  // torch keeps the storage's Python object (and what hangs on it) while the storage lives
     if (array == nullptr) {
       return nullptr;
@@ -1002,12 +1041,8 @@ namespace {
 // `tensor` on its storage's dict `arrays_attribute`, by (storage offset, shape, dtype), without the tensor's Python
 // methods; None when the tensor is not contiguous, is a conjugate or negative view, has no storage, or no array is
 // kept for it (storage.dense_array then makes it).
-PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
-  if (count != 2 || !THPVariable_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "cached_array(tensor, arrays_attribute) takes a tensor and an attribute name");
-    return nullptr;
-  }
-  const at::Tensor& tensor = THPVariable_Unpack(args[0]);
+PyObject* cached_array_of(PyObject* tensor_object, PyObject* arrays_attribute) {
+  const at::Tensor& tensor = THPVariable_Unpack(tensor_object);
   PyObject* stored = nullptr;
   int64_t offset = 0;
   std::vector<int64_t> sizes;
@@ -1026,7 +1061,7 @@ PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t cou
   if (stored == nullptr) {
     return nullptr;
   }
-  PyObject* arrays = PyObject_GetAttr(stored, args[1]);
+  PyObject* arrays = PyObject_GetAttr(stored, arrays_attribute);
   Py_DECREF(stored);
   if (arrays == nullptr) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -1068,6 +1103,13 @@ PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t cou
   Py_DECREF(arrays);
   return found;
 }
+PyObject* cached_array_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 2 || !THPVariable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "cached_array(tensor, arrays_attribute) takes a tensor and an attribute name");
+    return nullptr;
+  }
+  return cached_array_of(args[0], args[1]);
+}
 PyMethodDef cached_array_method = {
     "cached_array", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(cached_array_fastcall)), METH_FASTCALL,
     "cached_array(tensor, arrays_attribute) -> array | None"};
@@ -1076,6 +1118,403 @@ PyMethodDef cached_array_method = {
 // `cached_array_fastcall` as a builtin function (a new reference).
 PyObject* neuron_cached_array_function() {
   return PyCFunction_New(&cached_array_method, nullptr);
+}
+
+namespace {
+// cached_arrays(values, arrays_attribute) -> [array | None, ...]: `cached_array` of each tensor of the list `values`
+// (None for a value that is not a tensor), in one call: a compiled graph's device inputs (dozens per call of a
+// backward graph: the activations its forward saved).
+PyObject* cached_arrays_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 2 || !PyList_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "cached_arrays(values, arrays_attribute) takes a list and an attribute name");
+    return nullptr;
+  }
+  Py_ssize_t length = PyList_GET_SIZE(args[0]);
+  PyObject* results = PyList_New(length);
+  for (Py_ssize_t index = 0; results != nullptr && index < length; ++index) {
+    PyObject* value = PyList_GET_ITEM(args[0], index);
+    PyObject* found = THPVariable_Check(value) ? cached_array_of(value, args[1]) : Py_NewRef(Py_None);
+    if (found == nullptr) {
+      Py_CLEAR(results);
+      break;
+    }
+    PyList_SET_ITEM(results, index, found);
+  }
+  return results;
+}
+PyMethodDef cached_arrays_method = {
+    "cached_arrays", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(cached_arrays_fastcall)), METH_FASTCALL,
+    "cached_arrays(values, arrays_attribute) -> [array | None, ...]"};
+}  // namespace
+
+// `cached_arrays_fastcall` as a builtin function (a new reference).
+PyObject* neuron_cached_arrays_function() {
+  return PyCFunction_New(&cached_arrays_method, nullptr);
+}
+
+}  // extern "C"
+
+// ---- the device's kernels of `empty`, `empty_strided` and the constant `fill_` ----
+// torch makes the gradient `loss.backward()` starts from with `ones_like`: an `empty` and a `fill_.Scalar`. Through
+// the Python fallback each was a boxed call into the interpreter, its arguments converted to Python objects and the
+// fallback's route, signature and program lookups run; right after a compiled graph, with the caches cold, that cost
+// several times the CPU's `ones_like`. These kernels make a contiguous fresh tensor in C++ (the same block, storage and
+// tensor as `fresh_tensor`), and write a fill whose program is a constant one (`eager._Program.memo`: the outputs of
+// its first run) from the kept output, with one Python call for what the replay accounts (the stream's simulated
+// clock, the op's line, the run counters) and decides (no deferred region pending, the device's eager mode). Any
+// other call takes the Python path it took before (strided layouts, other memory formats, a fill not yet kept, a
+// non-contiguous, conjugate or negative view), so the semantics are those of `dispatch` and `eager`.
+namespace neuron {
+namespace {
+
+PyObject* fill_python_callback = nullptr;  // (tensor, value) -> None | (replay, memo): the Python path of the fill
+PyObject* empty_python_callback = nullptr;  // (size, stride | None, dtype, memory_format | None) -> tensor
+PyObject* block_attribute = nullptr;  // the storage attribute holding its block (storage._BLOCK_ATTRIBUTE)
+PyObject* arrays_attribute = nullptr;  // the storage attribute holding its kept arrays (storage._DENSE_ARRAYS_ATTRIBUTE)
+PyObject* storage_namespace = nullptr;  // storage.py's globals: `_memory` is the device memory, once it is made
+PyObject* memory_name = nullptr;  // "_memory"
+PyObject* space_name = nullptr;  // "space"
+
+// The native address space of the device memory in use (a borrowed reference), or nullptr when it is not made yet or
+// its space is a Python one (the Python kernel makes the tensor then).
+PyObject* device_space() {
+  PyObject* memory = PyDict_GetItemWithError(storage_namespace, memory_name);  // borrowed
+  if (memory == nullptr || memory == Py_None) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* space = PyObject_GetAttr(memory, space_name);
+  if (space == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_DECREF(space);  // the memory keeps it
+  return Py_TYPE(space) == space_type ? space : nullptr;
+}
+
+// A fill's program is one per (dtype, sizes, value): the value told by its kind and bits, as the Python signature
+// tells a float by its bits (`fill_(-0.0)` is not `fill_(0.0)`).
+struct FillKey {
+  c10::ScalarType dtype;
+  int kind;  // 0 bool, 1 int, 3 float, 4 complex
+  uint64_t bits[2];
+  std::vector<int64_t> sizes;
+  bool operator<(const FillKey& other) const {
+    return std::tie(dtype, kind, bits[0], bits[1], sizes) <
+        std::tie(other.dtype, other.kind, other.bits[0], other.bits[1], other.sizes);
+  }
+};
+
+struct FillReplay {
+  PyObject* replay;  // () -> bool: the replay accounted (False: it may not replay now); a strong reference
+  PyObject* memo;  // the program's kept output: a C-contiguous NumPy array of the tensor's bytes; a strong reference
+};
+
+std::map<FillKey, FillReplay> fill_replays;
+
+bool fill_key(const at::Tensor& self, const c10::Scalar& value, FillKey& key) {
+  if (value.isSymbolic()) {
+    return false;
+  }
+  key.dtype = self.scalar_type();
+  key.bits[0] = key.bits[1] = 0;
+  switch (value.type()) {
+    case c10::ScalarType::Bool:
+      key.kind = 0;
+      key.bits[0] = value.toBool();
+      break;
+    case c10::ScalarType::Long: {
+      key.kind = 1;
+      int64_t number = value.toLong();
+      std::memcpy(&key.bits[0], &number, sizeof(number));
+      break;
+    }
+    case c10::ScalarType::Double: {
+      key.kind = 3;
+      double number = value.toDouble();
+      std::memcpy(&key.bits[0], &number, sizeof(number));
+      break;
+    }
+    case c10::ScalarType::ComplexDouble: {
+      key.kind = 4;
+      auto number = value.toComplexDouble();
+      double parts[2] = {number.real(), number.imag()};
+      std::memcpy(key.bits, parts, sizeof(parts));
+      break;
+    }
+    default:
+      return false;  // an unsigned value beyond int64: the Python path
+  }
+  key.sizes = self.sizes().vec();
+  return true;
+}
+
+// The value as the Python fallback receives it (bool, int, float or complex).
+PyObject* scalar_object(const c10::Scalar& value) {
+  if (value.isBoolean()) {
+    return PyBool_FromLong(value.toBool());
+  }
+  if (value.isIntegral(/*includeBool=*/false)) {
+    return value.type() == c10::ScalarType::UInt64 ? PyLong_FromUnsignedLongLong(value.toUInt64())
+                                                    : PyLong_FromLongLong(value.toLong());
+  }
+  if (value.isComplex()) {
+    auto number = value.toComplexDouble();
+    return PyComplex_FromDoubles(number.real(), number.imag());
+  }
+  return PyFloat_FromDouble(value.toDouble());
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  PyGILState_STATE state = PyGILState_Ensure();
+  FillKey key;
+  // a dense tensor whose bytes are its values: the kept output's bytes are the tensor's, in order
+  bool replayable = self.is_contiguous() && !self.is_conj() && !self.is_neg() && fill_key(self, value, key);
+  if (replayable) {
+    auto found = fill_replays.find(key);
+    if (found != fill_replays.end()) {
+      // held across the call: the Python code it runs may forget the kept fills (`eager.reset`)
+      PyObject* replay = Py_NewRef(found->second.replay);
+      PyObject* memo = Py_NewRef(found->second.memo);
+      PyObject* accounted = PyObject_CallNoArgs(replay);
+      int done = accounted == nullptr ? -1 : PyObject_IsTrue(accounted);
+      Py_XDECREF(accounted);
+      Py_DECREF(replay);
+      if (done == 1) {
+        size_t nbytes = static_cast<size_t>(PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(memo)));
+        if (nbytes != 0) {
+          std::memcpy(self.mutable_data_ptr(), PyArray_DATA(reinterpret_cast<PyArrayObject*>(memo)), nbytes);
+        }
+      }
+      Py_DECREF(memo);
+      if (done < 0) {
+        raise_python_error(state);
+      }
+      if (done == 1) {
+        PyGILState_Release(state);
+        return self;
+      }
+    }
+  }
+  PyObject* tensor = THPVariable_Wrap(self);
+  PyObject* number = tensor == nullptr ? nullptr : scalar_object(value);
+  PyObject* kept = number == nullptr ? nullptr : PyObject_CallFunctionObjArgs(fill_python_callback, tensor, number, nullptr);
+  Py_XDECREF(number);
+  Py_XDECREF(tensor);
+  if (kept == nullptr) {
+    raise_python_error(state);
+  }
+  if (replayable && PyTuple_Check(kept) && PyTuple_GET_SIZE(kept) == 2) {
+    PyObject* replay = PyTuple_GET_ITEM(kept, 0);
+    PyObject* memo = PyTuple_GET_ITEM(kept, 1);
+    if (PyArray_Check(memo) && PyArray_IS_C_CONTIGUOUS(reinterpret_cast<PyArrayObject*>(memo)) &&
+        PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(memo)) ==
+            static_cast<npy_intp>(self.numel() * self.element_size()) &&
+        fill_replays.find(key) == fill_replays.end()) {
+      fill_replays.emplace(std::move(key), FillReplay{Py_NewRef(replay), Py_NewRef(memo)});
+    }
+  }
+  Py_DECREF(kept);
+  PyGILState_Release(state);
+  return self;
+}
+
+// NumPy's own type of a torch dtype's elements, as `torch.Tensor.numpy` gives them; NPY_NOTYPE for the others.
+int numpy_type(c10::ScalarType scalar_type) {
+  switch (scalar_type) {
+    case c10::ScalarType::Float:
+      return NPY_FLOAT32;
+    case c10::ScalarType::Double:
+      return NPY_FLOAT64;
+    case c10::ScalarType::Half:
+      return NPY_FLOAT16;
+    case c10::ScalarType::Long:
+      return NPY_INT64;
+    case c10::ScalarType::Int:
+      return NPY_INT32;
+    case c10::ScalarType::Short:
+      return NPY_INT16;
+    case c10::ScalarType::Char:
+      return NPY_INT8;
+    case c10::ScalarType::Byte:
+      return NPY_UINT8;
+    case c10::ScalarType::Bool:
+      return NPY_BOOL;
+    case c10::ScalarType::ComplexFloat:
+      return NPY_COMPLEX64;
+    default:
+      return NPY_NOTYPE;
+  }
+}
+
+PyObject* sizes_object(c10::IntArrayRef sizes) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(sizes.size()));
+  for (size_t axis = 0; tuple != nullptr && axis < sizes.size(); ++axis) {
+    PyObject* size = PyLong_FromLongLong(sizes[axis]);
+    if (size == nullptr) {
+      Py_CLEAR(tuple);
+      break;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(axis), size);
+  }
+  return tuple;
+}
+
+// A new device tensor of `size`: made here when its layout is contiguous (row-major `stride`, or no stride and a
+// contiguous or preserved memory format) and the device memory's space is native, else by the Python kernel
+// (`dispatch._empty_strided` / `_empty_memory_format`), which also raises the out-of-memory error.
+at::Tensor empty_on_device(
+    c10::IntArrayRef size, std::optional<c10::IntArrayRef> stride, std::optional<at::ScalarType> dtype,
+    std::optional<at::MemoryFormat> memory_format) {
+  auto scalar_type = dtype.value_or(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  PyGILState_STATE state = PyGILState_Ensure();
+  PyObject* space = device_space();
+  if (space != nullptr) {
+    std::vector<int64_t> sizes(size.begin(), size.end());
+    std::vector<int64_t> strides(sizes.size());
+    int64_t numel = 1;
+    int64_t step = 1;
+    bool valid = true;
+    for (size_t axis = sizes.size(); axis-- > 0;) {
+      valid = valid && sizes[axis] >= 0;  // a negative size: the Python path's error
+      strides[axis] = step;
+      step *= std::max<int64_t>(sizes[axis], 1);
+      numel *= sizes[axis];
+    }
+    bool contiguous = stride.has_value()
+        ? c10::IntArrayRef(strides) == *stride
+        : !memory_format.has_value() || *memory_format == at::MemoryFormat::Contiguous ||
+            *memory_format == at::MemoryFormat::Preserve;
+    if (valid && contiguous) {
+      at::Tensor tensor;
+      PyObject* block = nullptr;
+      PyObject* wrapped = nullptr;
+      int made = fresh_block_tensor(space, sizes, strides, numel, scalar_type, block_attribute, tensor, &block, &wrapped);
+      if (made < 0) {
+        raise_python_error(state);
+      }
+      if (made > 0) {
+        // the array a program reads or writes the tensor through (the loss gradient a backward graph takes), kept
+        // as `fresh_tensor` keeps a result's, for the dtypes NumPy has itself (ml_dtypes' ones are made on use)
+        int element_type = numpy_type(scalar_type);
+        PyObject* array = Py_NewRef(Py_None);
+        if (element_type != NPY_NOTYPE) {
+          PyObject* shape = sizes_object(size);
+          PyObject* element = reinterpret_cast<PyObject*>(PyArray_DescrFromType(element_type));
+          Py_SETREF(
+              array,
+              shape == nullptr || element == nullptr
+                  ? nullptr
+                  : block_array(
+                        reinterpret_cast<BlockObject*>(block), wrapped, sizes, shape,
+                        reinterpret_cast<PyObject*>(torch::getTHPDtype(scalar_type)), element, arrays_attribute));
+          Py_XDECREF(shape);
+          Py_XDECREF(element);
+        }
+        Py_DECREF(block);
+        Py_DECREF(wrapped);  // torch keeps the storage's Python object (and its block) while the storage lives
+        if (array == nullptr) {
+          raise_python_error(state);
+        }
+        Py_DECREF(array);
+        PyGILState_Release(state);
+        return tensor;
+      }
+    }
+  }
+  PyObject* sizes = sizes_object(size);
+  PyObject* strides = !stride.has_value() ? Py_NewRef(Py_None) : sizes_object(*stride);
+  PyObject* format = memory_format.has_value() ? torch::utils::getTHPMemoryFormat(*memory_format) : Py_None;  // borrowed
+  PyObject* result = sizes == nullptr || strides == nullptr
+      ? nullptr
+      : PyObject_CallFunctionObjArgs(
+            empty_python_callback, sizes, strides, reinterpret_cast<PyObject*>(torch::getTHPDtype(scalar_type)), format,
+            nullptr);
+  Py_XDECREF(sizes);
+  Py_XDECREF(strides);
+  if (result == nullptr) {
+    raise_python_error(state);
+  }
+  if (!THPVariable_Check(result)) {
+    Py_DECREF(result);
+    PyErr_SetString(PyExc_TypeError, "the device's empty kernel returned something other than a tensor");
+    raise_python_error(state);
+  }
+  at::Tensor tensor = THPVariable_Unpack(result);
+  Py_DECREF(result);
+  PyGILState_Release(state);
+  return tensor;
+}
+
+at::Tensor empty_memory_format(
+    c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>, std::optional<at::Device>,
+    std::optional<bool>, std::optional<at::MemoryFormat> memory_format) {
+  return empty_on_device(size, std::nullopt, dtype, memory_format);
+}
+
+at::Tensor empty_strided(
+    c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+    std::optional<at::Device>, std::optional<bool>) {
+  return empty_on_device(size, stride, dtype, std::nullopt);
+}
+
+torch::Library* kernel_library = nullptr;  // lives as long as the process: its registrations are the kernels
+
+}  // namespace
+}  // namespace neuron
+
+extern "C" {
+
+// Registers the kernels of `fill_.Scalar`, `empty.memory_format` and `empty_strided` above, with their Python side:
+// `fill_python(tensor, value) -> None | (replay, memo)`, `empty_python(size, stride | None, dtype, memory_format |
+// None) -> tensor`, `attribute`, the storage attribute holding a block, `arrays`, the one holding the arrays kept
+// over its bytes, and `storage_globals`, the globals of storage.py, whose `_memory` is the device memory. False with a
+// Python exception set when torch refuses a registration.
+bool neuron_register_device_kernels(
+    PyObject* fill_python, PyObject* empty_python, PyObject* attribute, PyObject* arrays, PyObject* storage_globals) {
+  PyGILState_STATE state = PyGILState_Ensure();
+  bool done = neuron::numpy_api_ready() && PyDict_Check(storage_globals);
+  if (done && neuron::memory_name == nullptr) {
+    neuron::memory_name = PyUnicode_InternFromString("_memory");
+    neuron::space_name = PyUnicode_InternFromString("space");
+    done = neuron::memory_name != nullptr && neuron::space_name != nullptr;
+  }
+  if (done) {
+    for (auto [slot, value] : {std::pair{&neuron::fill_python_callback, fill_python},
+                               {&neuron::empty_python_callback, empty_python},
+                               {&neuron::block_attribute, attribute},
+                               {&neuron::arrays_attribute, arrays},
+                               {&neuron::storage_namespace, storage_globals}}) {
+      Py_INCREF(value);
+      Py_XSETREF(*slot, value);
+    }
+    try {
+      if (neuron::kernel_library == nullptr) {
+        neuron::kernel_library = new torch::Library(
+            torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+        neuron::kernel_library->impl("fill_.Scalar", TORCH_FN(neuron::fill_scalar));
+        neuron::kernel_library->impl("empty.memory_format", TORCH_FN(neuron::empty_memory_format));
+        neuron::kernel_library->impl("empty_strided", TORCH_FN(neuron::empty_strided));
+      }
+    } catch (const std::exception& error) {
+      PyErr_SetString(PyExc_RuntimeError, error.what());
+      done = false;
+    }
+  }
+  PyGILState_Release(state);
+  return done;
+}
+
+// Forgets the fills kept for replay (the eager programs were forgotten: `eager.reset`).
+void neuron_forget_fills() {
+  PyGILState_STATE state = PyGILState_Ensure();
+  auto kept = std::move(neuron::fill_replays);
+  neuron::fill_replays.clear();
+  for (auto& [key, replay] : kept) {
+    Py_DECREF(replay.replay);
+    Py_DECREF(replay.memo);
+  }
+  PyGILState_Release(state);
 }
 
 }  // extern "C"

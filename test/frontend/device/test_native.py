@@ -276,10 +276,11 @@ def test_kept_arrays_are_found_by_one_native_call():
     find = storage._cached_array
     assert find is not None
     attribute = storage._DENSE_ARRAYS_ATTRIBUTE
+    storage.device_memory()  # made by the first tensor's Python kernel; the native kernel then takes its blocks
     base = torch.arange(24.0).reshape(4, 6).to("neuron")
-    assert find(base, attribute) is None  # nothing kept yet
-    array = storage.dense_array(base)
+    array = find(base, attribute)  # kept by the native `empty` kernel that made the tensor
     assert array is not None
+    assert array.ctypes.data == base.data_ptr()
     assert find(base, attribute) is array
     assert storage.dense_array(base) is array
     rows = base[1:3]
@@ -307,6 +308,11 @@ def test_kept_arrays_are_found_by_one_native_call():
     assert after.ctypes.data == storage.block_of(tensor).data.ctypes.data
     with pytest.raises(TypeError):
         find("not a tensor", attribute)
+    # several at once (a compiled graph's inputs): the same answers, None for what is not a device tensor
+    found = storage.kept_arrays([base, rows, torch.ones(3), 3, None, base.t(), tensor])
+    assert found is not None
+    expected = [array, kept, None, None, None, None, after]
+    assert [value is wanted for value, wanted in zip(found, expected, strict=True)] == [True] * 7
 
 
 def test_device_memory_is_the_native_address_space():
@@ -479,3 +485,203 @@ def test_storages_torch_allocates_itself_take_device_memory():
     assert neuron.memory_allocated() == before
     with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
         torch.UntypedStorage(2 * neuron.mem_get_info()[1], device="neuron")
+
+
+@pytest.mark.parametrize("op", ["fill_.Scalar", "empty.memory_format", "empty_strided"])
+def test_the_loss_gradients_ops_have_native_kernels(op: str):
+    """`ones_like` (the gradient `loss.backward()` starts from) is an `empty` and a `fill_`: both reach C++ kernels,
+    not the Python fallback."""
+    table = torch._C._dispatch_dump_table(f"aten::{op}")
+    entry = next(line for line in table.splitlines() if line.startswith("PrivateUse1:"))
+    assert "neuron_hooks.cpp" in entry
+
+
+def test_empty_through_the_native_kernels():
+    """A contiguous `empty` or `empty_strided` is made in C++ from the device memory (its bytes counted, given back
+    with the tensor); other layouts, negative sizes and requests beyond the HBM take the Python kernels, with their
+    strides and errors."""
+    from neuron_mlir.frontend.device import storage
+
+    memory = storage.device_memory()
+    before = memory.allocated_bytes
+    made = [
+        torch.empty(3, 4, device="neuron"),
+        torch.empty_strided((2, 5), (5, 1), dtype=torch.int16, device="neuron"),
+        torch.empty((), dtype=torch.float64, device="neuron"),
+        torch.empty(0, 3, dtype=torch.bfloat16, device="neuron"),
+        torch.empty_like(torch.empty(2, 3, device="neuron")),
+    ]
+    for tensor in made:
+        assert tensor.device == torch.device("neuron", 0)
+        assert tensor.is_contiguous()
+        assert storage.block_of(tensor).nbytes == tensor.numel() * tensor.element_size()
+        # the array a program reads it through, kept over its bytes, for the dtypes NumPy has itself
+        kept = storage.kept_arrays([tensor])
+        assert kept is not None
+        if tensor.dtype == torch.bfloat16:
+            assert kept == [None]
+        else:
+            array = kept[0]
+            assert array is not None
+            assert array is storage.dense_array(tensor)
+            assert array.ctypes.data == tensor.data_ptr()
+    assert [t.dtype for t in made] == [torch.float32, torch.int16, torch.float64, torch.bfloat16, torch.float32]
+    assert memory.allocated_bytes == before + 48 + 20 + 8 + 0 + 24
+    strided = torch.empty_strided((3, 4), (1, 3), device="neuron")
+    channels_last = torch.empty(2, 3, 4, 5, device="neuron", memory_format=torch.channels_last)
+    assert (strided.stride(), channels_last.stride()) == ((1, 3), (60, 1, 15, 3))
+    with torch.device("neuron"):
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            assert torch.empty(2).dtype == torch.float64
+        finally:
+            torch.set_default_dtype(previous)
+    del made, tensor, strided, channels_last
+    assert memory.allocated_bytes == before
+    with pytest.raises(ValueError, match="negative size"):
+        torch.empty(-1, 2, device="neuron")
+    with pytest.raises(RuntimeError, match="channels_last"):
+        torch.empty(2, 3, device="neuron", memory_format=torch.channels_last)
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        torch.empty(1 << 40, device="neuron")
+
+
+def _fill_record() -> tuple[Any, ...]:
+    """What a fill leaves besides its values: the stream's clock and programs, the eager counters, the time per op
+    and line, the profiles' run count."""
+    from neuron_mlir.frontend import stats
+    from neuron_mlir.frontend.device import eager, sources, streams
+
+    stream = streams.current_stream()
+    times = {key: (entry.calls, entry.simulated_ns) for key, entry in sources.EAGER_TIMES.items() if "fill" in key[0]}
+    return stream.simulated_ns, stream.programs_run, dict(eager.EAGER_STATS.native_ops), times, stats.STATS.runs
+
+
+_FILLS = [
+    (torch.float32, 1.0),
+    (torch.float32, -0.0),
+    (torch.float32, float("nan")),
+    (torch.float32, float("-inf")),
+    (torch.float32, 3),
+    (torch.bfloat16, 0.1),
+    (torch.float16, -2.5),
+    (torch.float8_e4m3fn, 1.5),
+    (torch.int32, -7),
+    (torch.int64, (1 << 40) + 3),
+    (torch.int8, True),
+    (torch.bool, True),
+    (torch.bool, 0.0),
+    (torch.complex64, 1 - 2j),
+]
+
+
+@pytest.mark.parametrize(("dtype", "value"), _FILLS, ids=[f"{str(d).removeprefix('torch.')}-{v}" for d, v in _FILLS])
+def test_a_fill_replayed_in_cpp_is_the_python_replay(dtype: torch.dtype, value: Any, monkeypatch, fresh_eager):
+    """A constant fill outside a region writes its first run's output again (`eager._replay`); the native kernel does
+    so itself for a dense tensor: the same bytes (-0.0 and NaN included, every dtype), the same simulated time on the
+    stream, the same counts and time for the op and the user's line, the same profile runs, as the Python path's
+    replay; non-contiguous and view tensors take the Python path, which writes them as before; inside a pending
+    region the fill is recorded, not replayed."""
+    from neuron_mlir.frontend.device import dispatch, eager, region
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    region.flush()
+    python_replays: list[int] = []
+    replay = eager._replay
+
+    def counted(program: Any, name: str, written: Any) -> bool:
+        python_replays.extend([1] if "fill" in name else [])
+        return replay(program, name, written)
+
+    monkeypatch.setattr(eager, "_replay", counted)
+    expected = torch.full((4, 6), value, dtype=dtype)
+    target = torch.empty(4, 6, dtype=dtype, device="neuron")
+    target.fill_(value)  # the first run, by the Python path, which hands its kept output to the native kernel
+    assert not python_replays
+    if dtype != torch.complex64:  # complex values run as (real, imaginary) pairs: a program of another shape
+        # the Python path's replay, called as the fallback would call it, against the native kernel's
+        name = "aten.fill_.Scalar"
+        records = []
+        for native_kernel in (False, True):
+            target.zero_()
+            before = _fill_record()
+            line = f"{__file__}:{sys._getframe().f_lineno + (2 if native_kernel else 4)}"
+            if native_kernel:
+                target.fill_(value)
+            else:
+                dispatch.neuron_fallback(torch.ops.aten.fill_.Scalar, target, value)
+            after = _fill_record()
+            calls, simulated_ns = after[3][(name, line)]
+            assert (calls, before[3].get((name, line))) == (1, None)
+            assert simulated_ns > 0
+            assert after[:2] == (before[0] + simulated_ns, before[1] + 1)  # the stream's clock and programs
+            assert after[2][name] == before[2][name] + 1
+            assert after[4] == before[4] + 1
+            records.append((simulated_ns, target.cpu().view(torch.uint8).clone()))
+        assert len(python_replays) == 1  # the fallback's call replayed in Python, the kernel's natively
+        python_bytes = records[0][1]
+        assert records[1][0] == records[0][0]
+        assert torch.equal(target.cpu().view(torch.uint8), python_bytes)
+    assert torch.equal(target.cpu().view(torch.uint8), expected.view(torch.uint8)) or (
+        dtype.is_floating_point and torch.equal(target.cpu().isnan(), expected.isnan())
+    )
+    # views: a contiguous part of a tensor natively, strided and expanded ones by the Python path
+    base = torch.zeros(4, 6, dtype=dtype, device="neuron")
+    base[1].fill_(value)
+    base[:, ::3].fill_(value)
+    torch.zeros(6, dtype=dtype, device="neuron").expand(4, 6).fill_(value)
+    reference = torch.zeros(4, 6, dtype=dtype)
+    reference[1].fill_(value)
+    reference[:, ::3].fill_(value)
+    torch.testing.assert_close(base.cpu(), reference, equal_nan=True, rtol=0, atol=0)
+    # inside a pending region: recorded with the op before it (a complex fill runs alone, after the region)
+    other = torch.ones(4, 6, device="neuron")
+    product = other * 2
+    target.fill_(value)
+    assert region.pending_ops() == (0 if dtype.is_complex else 2)
+    torch.testing.assert_close(target.cpu(), expected, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(product.cpu(), torch.full((4, 6), 2.0))
+
+
+def test_the_native_fill_follows_the_eager_mode_and_reset(monkeypatch, fresh_eager):
+    """A kept fill is replayed natively only while ops compile: on the host (`NEURON_MLIR_EAGER=host`) it is a host
+    op; `eager.reset` forgets it with the programs, so the next fill compiles and runs again."""
+    from neuron_mlir.frontend.device import eager, region
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    region.flush()
+    target = torch.empty(3, 5, device="neuron")
+    for _ in range(3):
+        target.fill_(2.0)
+    compiled = eager.EAGER_STATS.compiled_signatures
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "host")
+    target.fill_(2.0)
+    assert eager.EAGER_STATS.host_ops["aten.fill_.Scalar"] == 1
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    target.fill_(2.0)
+    assert eager.EAGER_STATS.compiled_signatures == compiled
+    eager.reset()
+    target.zero_()
+    region.flush()
+    target.fill_(2.0)
+    assert eager.EAGER_STATS.compiled_signatures == 2  # the zero_, and the fill compiled again
+    assert torch.equal(target.cpu(), torch.full((3, 5), 2.0))
+
+
+def test_the_loss_gradients_fill_is_counted_at_the_users_backward_line(monkeypatch, fresh_eager):
+    """`loss.backward()` makes its gradient (`ones_like`) from torch's Python frames: replayed natively or not, the
+    fill is counted under the line that called `backward()`."""
+    from neuron_mlir.frontend.device import sources
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    weight = torch.ones(3, device="neuron", requires_grad=True)
+    line = ""
+    for _ in range(3):  # the first fill runs, the next two replay
+        loss = (weight * 2).sum()
+        neuron.synchronize()  # the loss's region runs: the fill is outside a region
+        line = f"{__file__}:{sys._getframe().f_lineno + 1}"
+        loss.backward()
+    assert sources.EAGER_TIMES[("aten.fill_.Scalar", line)].calls == 3
+    assert weight.grad is not None
+    assert torch.equal(weight.grad.cpu(), torch.full((3,), 6.0))
