@@ -8,14 +8,20 @@ gradient, so both stay correct on the same convolution, whichever one the size h
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 from support import numpy_close
 from xdsl.context import Context
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
+from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.semantics import random_inputs, run_function
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass, convolution
 
@@ -137,7 +143,9 @@ def test_weight_gradient_contracted_over_output_rows(monkeypatch, name, go, x, w
     assert calls, f"{name}: the weight gradient was not contracted over output rows"
 
 
-def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...]) -> str:
+def _backward_module(
+    go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...], with_bias: bool = True
+) -> str:
     def tensor(shape: tuple[int, ...]) -> str:
         return f"tensor<{'x'.join(map(str, shape))}xf32>"
 
@@ -145,6 +153,13 @@ def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...]
         return f"array<i64: {', '.join(map(str, values))}>"
 
     zeros, ones = tuple(0 for _ in stride), tuple(1 for _ in stride)
+    if not with_bias:
+        return f"""
+func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> ({tensor(x)}, {tensor(w)}) {{
+  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {{bias_sizes = array<i64: 0>, stride = {array(stride)}, padding = {array(zeros)}, dilation = {array(ones)}, transposed = false, output_padding = {array(zeros)}, groups = 1 : i64, output_mask = array<i1: true, true, false>}} : ({tensor(go)}, {tensor(x)}, {tensor(w)}) -> ({tensor(x)}, {tensor(w)}, none)
+  func.return %gi, %gw : {tensor(x)}, {tensor(w)}
+}}
+"""
     bias = (w[0],)
     return f"""
 func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> ({tensor(x)}, {tensor(w)}, {tensor(bias)}) {{
@@ -154,10 +169,9 @@ func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> ({tensor
 """
 
 
-# (name, grad_output, input, weight, stride): a 1 x 1 / 2 convolution over two output-channel tiles, a 2 x 2 / 2
-# patchify one, a 3 x 3 / 2 one.
+# (name, grad_output, input, weight, stride): a 2 x 2 / 2 patchify convolution, a 3 x 3 / 2 one (a 1 x 1 / 2 one
+# shares grad_output instead: the test after this one).
 BACKWARD_CASES = [
-    ("1x1_stride2", (1, 130, 3, 4), (1, 24, 6, 8), (130, 24, 1, 1), (2, 2)),
     ("2x2_patchify", (2, 9, 3, 3), (2, 5, 6, 7), (9, 5, 2, 2), (2, 2)),
     ("3x3_stride2", (1, 6, 3, 4), (1, 20, 8, 9), (6, 20, 3, 3), (2, 2)),
 ]
@@ -186,6 +200,65 @@ def test_weight_gradient_products_emitted_after_the_input_gradient(monkeypatch, 
         go_t, x_t, w_t, [w[0]], list(stride), [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]
     )
     for label, ours, theirs in zip(("input", "weight", "bias"), got, expected, strict=True):
+        numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
+
+
+def _constant(value: SSAValue) -> int:
+    owner = value.owner
+    assert isinstance(owner, arith.ConstantOp), "loop bounds are constants"
+    assert isinstance(owner.value, IntegerAttr), "loop bounds are index constants"
+    return owner.value.value.data
+
+
+def _elements_loaded(module, tensor) -> int:
+    """Elements the tile.loads of `tensor` read, each counted once per trip of the loops around it."""
+    total = 0
+    for op in module.walk():
+        if not isinstance(op, tile.LoadOp):
+            continue
+        source = op.source
+        while isinstance(source.owner, tile.ViewOp):
+            source = source.owner.source
+        if source is not tensor:
+            continue
+        trips, parent = 1, op.parent_op()
+        while parent is not None:
+            if isinstance(parent, scf.ForOp):
+                bounds = [_constant(value) for value in (parent.lb, parent.ub, parent.step)]
+                trips *= len(range(*bounds))
+            parent = parent.parent_op()
+        total += trips * math.prod(op.tile_type().get_shape())
+    return total
+
+
+# (name, grad_output, input, weight, stride): kernels narrower than the stride, unpadded, whose input gradient
+# reads grad_output itself: 1 x 1 / 2 over a full output-channel tile and two more channels, two images; a 1 x 1 /
+# (2, 3) one over two full tiles; a 1-d kernel of 2 at stride 3.
+SHARED_CASES = [
+    ("1x1_stride2_two_images", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2)),
+    ("1x1_two_full_tiles", (1, 256, 3, 3), (1, 40, 6, 9), (256, 40, 1, 1), (2, 3)),
+    ("1d_kernel2_stride3", (2, 140, 5), (2, 30, 15), (140, 30, 2), (3,)),
+]
+
+
+@pytest.mark.parametrize(("name", "go", "x", "w", "stride"), SHARED_CASES, ids=[c[0] for c in SHARED_CASES])
+def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride):
+    """When the input gradient reads grad_output itself (no zeros around it), both gradients read it from one
+    copy on chip: each element is loaded once, where the two gradients each loaded it before (a convolution
+    without a bias, as ResNet's shortcuts before their batch norm). Both gradients stay PyTorch's."""
+    text = _backward_module(go, x, w, stride, with_bias=False)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    grad_output = next(op for op in module.walk() if isinstance(op, func.FuncOp)).args[0]
+    assert _elements_loaded(module, grad_output) == math.prod(go), f"{name}: grad_output was loaded more than once"
+    got = run_function(module, inputs)
+    go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
+    zeros, ones = [0] * len(stride), [1] * len(stride)
+    expected = torch.ops.aten.convolution_backward(
+        go_t, x_t, w_t, None, list(stride), zeros, ones, False, zeros, 1, [True, True, False]
+    )
+    for label, ours, theirs in zip(("input", "weight"), got, expected[:2], strict=True):
         numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
 
 
