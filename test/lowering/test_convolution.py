@@ -235,18 +235,21 @@ def _elements_loaded(module, tensor) -> int:
 # reads grad_output itself: 1 x 1 / 2 over a full output-channel tile and two more channels, two images; a 1 x 1 /
 # (2, 3) one over two full tiles; a 1-d kernel of 2 at stride 3.
 SHARED_CASES = [
-    ("1x1_stride2_two_images", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2)),
-    ("1x1_two_full_tiles", (1, 256, 3, 3), (1, 40, 6, 9), (256, 40, 1, 1), (2, 3)),
-    ("1d_kernel2_stride3", (2, 140, 5), (2, 30, 15), (140, 30, 2), (3,)),
+    ("1x1_stride2_two_images", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2), False),
+    ("1x1_two_full_tiles", (1, 256, 3, 3), (1, 40, 6, 9), (256, 40, 1, 1), (2, 3), False),
+    ("1d_kernel2_stride3", (2, 140, 5), (2, 30, 15), (140, 30, 2), (3,), False),
+    ("1x1_stride2_bias", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2), True),
 ]
 
 
-@pytest.mark.parametrize(("name", "go", "x", "w", "stride"), SHARED_CASES, ids=[c[0] for c in SHARED_CASES])
-def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride):
-    """When the input gradient reads grad_output itself (no zeros around it), both gradients read it from one
-    copy on chip: each element is loaded once, where the two gradients each loaded it before (a convolution
-    without a bias, as ResNet's shortcuts before their batch norm). Both gradients stay PyTorch's."""
-    text = _backward_module(go, x, w, stride, with_bias=False)
+@pytest.mark.parametrize(
+    ("name", "go", "x", "w", "stride", "with_bias"), SHARED_CASES, ids=[c[0] for c in SHARED_CASES]
+)
+def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride, with_bias):
+    """When the input gradient reads grad_output itself (no zeros around it), both gradients, and the bias
+    gradient, read it from one copy on chip: each element is loaded once, where each gradient loaded it before.
+    The gradients stay PyTorch's."""
+    text = _backward_module(go, x, w, stride, with_bias)
     inputs = random_inputs(Parser(make_context(), text).parse_module())
     module = Parser(make_context(), text).parse_module()
     ConvertTorchToTilePass().apply(Context(), module)
@@ -256,9 +259,10 @@ def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride):
     go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
     zeros, ones = [0] * len(stride), [1] * len(stride)
     expected = torch.ops.aten.convolution_backward(
-        go_t, x_t, w_t, None, list(stride), zeros, ones, False, zeros, 1, [True, True, False]
-    )
-    for label, ours, theirs in zip(("input", "weight"), got, expected[:2], strict=True):
+        go_t, x_t, w_t, [w[0]] if with_bias else None, list(stride), zeros, ones, False, zeros, 1,
+        [True, True, with_bias],
+    )  # fmt: skip
+    for label, ours, theirs in zip(("input", "weight", "bias"), got, expected, strict=False):
         numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
 
 
