@@ -39,9 +39,9 @@ contracts over output positions, which must be on the partitions: grad_output bl
 windows are loaded with whole rows and transposed on TensorE, each once into panels kept in SBUF when they fit
 (the resident strategy; otherwise per block of the result), one matmul per tile of 128 positions
 accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
-was). grad_bias is a reduction. When the input gradient's phases read grad_output itself (a kernel narrower than
-the stride, unpadded: ResNet's 1 x 1 / 2 shortcuts) and it fits on chip, both gradients and the bias gradient
-read one copy of it (`ChannelsOnChip`), loaded once, instead of a load each.
+was). grad_bias is a reduction. When the weight gradient comes first and grad_output fits on chip, the three
+gradients read one copy of it (`ChannelsOnChip`), loaded once, with the margin of zeros the input gradient's
+phases read written on chip, instead of a load each and a padded copy through HBM.
 
 Few input channels over output rows of up to 128 columns that fill at least 48 partitions, alone or several rows
 together (ResNet's 7 x 7 / 2, ConvNeXt's 4 x 4 / 4 stems, ViT's patches), take the input transposed once per
@@ -1561,13 +1561,28 @@ class ChannelsOnChip:
     not reading it emits nothing), one DMA per image and part, into [k_tile, N, C // k_tile, S...] (and
     [C % k_tile, N, S...] for the last channels), and served as windows of those tiles read in place.
 
+    `low` and `high` zeros around each spatial dim are written on chip (the input gradient's phases read
+    grad_output with such a margin); requests are in the tensor's own coordinates unless `padded`.
+
     A convolution's backward reads grad_output twice, for the weight gradient's transposes and as the input
     gradient's moving operand, each loading it with its own DMAs: for ResNet's 1 x 1 / 2 over 1024 channels
-    0.8 MB of 392-byte runs per gradient, at 58% of the DMA engines' rate by the cost model's chunk rule.
+    0.8 MB of 392-byte runs per gradient, at 58% of the DMA engines' rate by the cost model's chunk rule; with a
+    margin, the input gradient read a padded copy written to HBM and loaded back.
     """
 
-    def __init__(self, em: LoopNestBuilder, tensor: SSAValue, k_tile: int) -> None:
+    def __init__(
+        self,
+        em: LoopNestBuilder,
+        tensor: SSAValue,
+        k_tile: int,
+        low: Sequence[int] | None = None,
+        high: Sequence[int] | None = None,
+    ) -> None:
         self.em, self.tensor, self.k_tile = em, tensor, k_tile
+        rank = layout_of(tensor).rank - 2
+        self.low = list(low) if low is not None else [0] * rank
+        self.high = list(high) if high is not None else [0] * rank
+        assert min([*self.low, *self.high], default=0) >= 0, "a margin of zeros, not a crop"
         self.block = em.block
         # the op before the point: what is emitted from here on comes after it
         self.before = em.anchor.prev_op if em.anchor is not None else em.block.last_op
@@ -1575,11 +1590,17 @@ class ChannelsOnChip:
         self.rest: SSAValue | None = None
         self.loaded = False
 
+    @property
+    def spatial(self) -> list[int]:
+        """The spatial dims as held on chip (the margins included)."""
+        return [s + lo + hi for s, lo, hi in zip(layout_of(self.tensor).shape[2:], self.low, self.high, strict=True)]
+
     @staticmethod
-    def fits(tensor: SSAValue, k_tile: int) -> bool:
-        """Whether `tensor` [N, C, S...] takes at most SHARED_GRAD_OUTPUT_BYTES per partition on chip."""
+    def fits(tensor: SSAValue, k_tile: int, low: Sequence[int], high: Sequence[int]) -> bool:
+        """Whether `tensor` [N, C, S...] with its margins takes at most SHARED_GRAD_OUTPUT_BYTES per partition."""
         batch, channels, *spatial = layout_of(tensor).shape
-        per_partition = batch * -(-channels // k_tile) * math.prod(spatial) * _itemsize(element_type_of(tensor))
+        held = math.prod(s + lo + hi for s, lo, hi in zip(spatial, low, high, strict=True))
+        per_partition = batch * -(-channels // k_tile) * held * _itemsize(element_type_of(tensor))
         return bool(spatial) and per_partition <= SHARED_GRAD_OUTPUT_BYTES
 
     def _load(self) -> None:
@@ -1596,9 +1617,16 @@ class ChannelsOnChip:
         em = self.em.at(self.block, following)
         layout = layout_of(self.tensor)
         batch, channels, *spatial = layout.shape
+        held = self.spatial
         element_type = element_type_of(self.tensor)
         full, rest = divmod(channels, self.k_tile)
         trailing = tuple(range(3, 3 + len(spatial)))
+        margins = any(self.low) or any(self.high)
+
+        def start(shape: tuple[int, ...]) -> SSAValue:
+            tile_type = TileType(shape, element_type, Memory.SBUF)
+            return em.insert(tile.FillOp(0.0, tile_type) if margins else tile.EmptyOp(tile_type)).result
+
         if full:
             split = Layout(
                 (batch, full, self.k_tile, *spatial),
@@ -1606,23 +1634,19 @@ class ChannelsOnChip:
                 layout.offset,
             )
             grouped = view(em, self.tensor, split)
-            whole: SSAValue = em.insert(
-                tile.EmptyOp(TileType((self.k_tile, batch, full, *spatial), element_type, Memory.SBUF))
-            ).result
+            whole = start((self.k_tile, batch, full, *held))
             for n in range(batch):
                 image = load(em, grouped, [n, 0, 0, *([0] * len(spatial))], (self.k_tile, full, *spatial),
                              dims=(2, 1, *trailing))  # fmt: skip
-                at = [em.index(i) for i in (n, 0, *([0] * len(spatial)))]
+                at = [em.index(i) for i in (n, 0, *self.low)]
                 whole = em.insert(tile.InsertOp(image, whole, at)).result
             self.full = whole
         if rest:
-            last: SSAValue = em.insert(
-                tile.EmptyOp(TileType((rest, batch, *spatial), element_type, Memory.SBUF))
-            ).result
+            last = start((rest, batch, *held))
             for n in range(batch):
                 image = load(em, self.tensor, [n, full * self.k_tile, *([0] * len(spatial))], (rest, *spatial),
                              dims=(1, *(d - 1 for d in trailing)))  # fmt: skip
-                at = [em.index(i) for i in (n, *([0] * len(spatial)))]
+                at = [em.index(i) for i in (n, *self.low)]
                 last = em.insert(tile.InsertOp(image, last, at)).result
             self.rest = last
 
@@ -1630,7 +1654,8 @@ class ChannelsOnChip:
         """The tensor summed over every dim but the channels ([C], a convolution's bias gradient): per channel
         tile, each image's plane reduced in place and the images' sums added, in fp32."""
         self._load()
-        batch, channels, *spatial = layout_of(self.tensor).shape
+        batch, channels = layout_of(self.tensor).shape[:2]
+        spatial = self.spatial  # the margins' zeros add nothing
         out = alloc(em, (channels,), out_element_type)
         column_view = view(em, out, layout_of(out).unsqueeze(1))
         element_type = element_type_of(self.tensor)
@@ -1655,10 +1680,16 @@ class ChannelsOnChip:
         return out
 
     def tiles(
-        self, em: LoopNestBuilder, first: Index, channels: int, at: Sequence[Index], shape: Sequence[int]
+        self,
+        em: LoopNestBuilder,
+        first: Index,
+        channels: int,
+        at: Sequence[Index],
+        shape: Sequence[int],
+        padded: bool = False,
     ) -> list[tuple[SSAValue, int, int]] | None:
-        """`_channel_tiles`' answer from the tensor on chip, or None when the request is not whole channel tiles
-        from a tile boundary (or not of the tensor's rank)."""
+        """`_channel_tiles`' answer from the tensor on chip (`at` counted within the margins when `padded`), or
+        None when the request is not whole channel tiles from a tile boundary (or not of the tensor's rank)."""
         total = layout_of(self.tensor).shape[1]
         spatial = layout_of(self.tensor).shape[2:]
         if not isinstance(first, int) or first % self.k_tile or len(at) != 1 + len(spatial):
@@ -1667,6 +1698,8 @@ class ChannelsOnChip:
             return None
         self._load()
         n, *offsets = at
+        if not padded:
+            offsets = [em.add(o, lo) for o, lo in zip(offsets, self.low, strict=True)]
         element_type = element_type_of(self.tensor)
         tiles: list[tuple[SSAValue, int, int]] = []
         for c0 in range(0, channels, self.k_tile):
@@ -2662,7 +2695,8 @@ def emit_phase_input_gradient(
     # grad_output with zeros where the shifts reach past it: padded index m + shift - low
     pads = phase_padding(in_spatial, out_spatial, kernel, stride, padding, dilation)
     assert pads is not None, "every dim has a tap (checked above)"
-    go = prepare_input(em, grad_out, *pads, [1] * rank)
+    shared = on_chip is not None and on_chip.tensor is grad_out and (on_chip.low, on_chip.high) == pads
+    go = grad_out if shared else prepare_input(em, grad_out, *pads, [1] * rank)
     rows_layout = layout_of(w).reshape((cout, cin * taps))
     assert rows_layout is not None, "a convolution weight is contiguous"
     w_rows = view(em, w, rows_layout)
@@ -2735,7 +2769,9 @@ def emit_phase_input_gradient(
 
     def block(e: LoopNestBuilder, n: Index, m0: Index, ms: int, last: bool, only: ChannelTile) -> None:
         band = (ms + high[0] - low[0], row) if rank == 2 else (ms + high[0] - low[0],)
-        go_tiles = _channel_tiles(e, go, 0, cout, m_tile, [n, m0, 0] if rank == 2 else [n, m0], band, on_chip)
+        at: list[Index] = [n, m0, 0] if rank == 2 else [n, m0]
+        served = on_chip.tiles(e, 0, cout, at, band, padded=True) if shared and on_chip is not None else None
+        go_tiles = served if served is not None else _channel_tiles(e, go, 0, cout, m_tile, at, band)
         extent = in_spatial[0] - (positions[0] - ms) * stride[0] if last else ms * stride[0]
         if only is not None:
             slices, c0, cs = only
@@ -2845,7 +2881,7 @@ def _tiles_the_input(kernel: Sequence[int], stride: Sequence[int], padding: Sequ
     return list(kernel) == list(stride) and not any(padding) and all(d == 1 for d in dilation)
 
 
-def _phase_reads_grad_output(
+def _phase_margins(
     x_shape: Sequence[int],
     w_shape: Sequence[int],
     out_spatial: Sequence[int],
@@ -2853,13 +2889,15 @@ def _phase_reads_grad_output(
     padding: Sequence[int],
     dilation: Sequence[int],
     groups: int,
-) -> bool:
-    """Whether the input gradient takes `emit_phase_input_gradient` over grad_output itself (its taps' shifts
-    reach no position past it: a kernel narrower than the stride, unpadded, as ResNet's 1 x 1 / 2 shortcuts)."""
+) -> tuple[list[int], list[int]] | None:
+    """The zeros around grad_output that the input gradient's phases read (`phase_padding`), when it takes
+    `emit_phase_input_gradient` and they are margins (not a crop); else None."""
     if not splits_into_phases(w_shape, stride, groups):
-        return False
+        return None
     pads = phase_padding(x_shape[2:], out_spatial, w_shape[2:], stride, padding, dilation)
-    return pads is not None and not any(pads[0]) and not any(pads[1])
+    if pads is None or min([*pads[0], *pads[1]]) < 0:
+        return None
+    return pads
 
 
 def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
@@ -2880,21 +2918,22 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
     deferred: list[Callable[[], None]] = []
     direct = not transposed and not (rank <= 2 and is_depthwise(layout_of(w).shape, groups))
     input_first = mask[0] and _tiles_the_input(kernel, stride, padding, dilation)
-    # grad_output read by the weight and input gradients (and the bias gradient) from one copy on chip, when the
-    # input gradient's phases read it unpadded and the weight gradient comes first. With the input gradient first
-    # (windows that tile the input) its first products would wait for whole images of grad_output instead of a
-    # block of rows (ConvNeXt-T's 2 x 2 / 2 downsampling: backward 21.2 -> 21.9 us), so it keeps its own loads.
+    # grad_output read by the weight and input gradients (and the bias gradient) from one copy on chip, with the
+    # margin of zeros the input gradient's phases read written on chip, when the weight gradient comes first. With
+    # the input gradient first (windows that tile the input) its first products would wait for whole images of
+    # grad_output instead of a block of rows (ConvNeXt-T's 2 x 2 / 2 downsampling: backward 21.2 -> 21.9 us), so
+    # it keeps its own loads.
     m_tile = matmul_limits(em)[1]
-    on_chip = (
-        ChannelsOnChip(em, grad_out, m_tile)
-        if direct
-        and mask[0]
-        and mask[1]
-        and not input_first
-        and _phase_reads_grad_output(
+    margins = (
+        _phase_margins(
             layout_of(x).shape, layout_of(w).shape, layout_of(grad_out).shape[2:], stride, padding, dilation, groups
         )
-        and ChannelsOnChip.fits(grad_out, m_tile)
+        if direct and mask[0] and mask[1] and not input_first
+        else None
+    )
+    on_chip = (
+        ChannelsOnChip(em, grad_out, m_tile, *margins)
+        if margins is not None and ChannelsOnChip.fits(grad_out, m_tile, *margins)
         else None
     )
 
@@ -2911,9 +2950,14 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
                     em, xp, grad_out, kernel, stride, dilation, result_element_type(op, 1)
                 )
             else:
-                # with grad_output shared, the input gradient waits only for the weight's rows, which load behind
-                # the weight gradient's operands: the weight gradient's products then fill TensorE's wait
-                later = deferred if on_chip is None else None
+                # with grad_output shared and no margin read (windows that do not overlap: one tap per input
+                # position), the input gradient's few products wait only for the weight's rows, which load
+                # behind the weight gradient's operands: the weight gradient's products fill TensorE's wait
+                # (ResNet's 1 x 1 / 2: backward 29.1 -> 27.1 us). Overlapping windows' input gradient has
+                # several taps per phase, and the weight gradient's products stay deferred (its 3 x 3 / 2: 39.0
+                # us deferred, 41.2 not).
+                overlapping = margins is not None and any(m > 0 for m in (*margins[0], *margins[1]))
+                later = deferred if on_chip is None or overlapping else None
                 gw = _direct_weight_gradient(
                     em, x, w, grad_out, stride, padding, dilation, groups, result_element_type(op, 1), later, on_chip
                 )

@@ -231,14 +231,17 @@ def _elements_loaded(module, tensor) -> int:
     return total
 
 
-# (name, grad_output, input, weight, stride): kernels narrower than the stride, unpadded, whose input gradient
-# reads grad_output itself: 1 x 1 / 2 over a full output-channel tile and two more channels, two images; a 1 x 1 /
-# (2, 3) one over two full tiles; a 1-d kernel of 2 at stride 3.
+# (name, grad_output, input, weight, stride, bias): kernels narrower than the stride, whose input gradient reads
+# grad_output itself: 1 x 1 / 2 over a full output-channel tile and two more channels, two images (with a bias
+# too); a 1 x 1 / (2, 3) one over two full tiles; a 1-d kernel of 2 at stride 3. Wider kernels, whose input
+# gradient reads grad_output with a margin of zeros: 3 x 3 / 2, a 1-d kernel of 3 at stride 2.
 SHARED_CASES = [
     ("1x1_stride2_two_images", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2), False),
     ("1x1_two_full_tiles", (1, 256, 3, 3), (1, 40, 6, 9), (256, 40, 1, 1), (2, 3), False),
     ("1d_kernel2_stride3", (2, 140, 5), (2, 30, 15), (140, 30, 2), (3,), False),
     ("1x1_stride2_bias", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2), True),
+    ("3x3_stride2_margin", (2, 130, 3, 4), (2, 40, 8, 9), (130, 40, 3, 3), (2, 2), True),
+    ("1d_kernel3_stride2_margin", (2, 140, 7), (2, 30, 15), (140, 30, 3), (2,), False),
 ]
 
 
@@ -246,9 +249,9 @@ SHARED_CASES = [
     ("name", "go", "x", "w", "stride", "with_bias"), SHARED_CASES, ids=[c[0] for c in SHARED_CASES]
 )
 def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride, with_bias):
-    """When the input gradient reads grad_output itself (no zeros around it), both gradients, and the bias
-    gradient, read it from one copy on chip: each element is loaded once, where each gradient loaded it before.
-    The gradients stay PyTorch's."""
+    """The weight, input and bias gradients read grad_output from one copy on chip (the margin of zeros the
+    input gradient's phases read written there): each element is loaded once, where each gradient loaded it
+    before (and the input gradient read a padded copy written to HBM). The gradients stay PyTorch's."""
     text = _backward_module(go, x, w, stride, with_bias)
     inputs = random_inputs(Parser(make_context(), text).parse_module())
     module = Parser(make_context(), text).parse_module()
