@@ -1805,6 +1805,7 @@ class _WeightGradient:
     rows: int  # output rows per position tile (2-d and 3-d)
     columns: int  # output columns per position tile
     on_chip: ChannelsOnChip | None = None  # grad_output, when the backward keeps it on chip for both gradients
+    x_on_chip: ChannelsOnChip | None = None  # the input with its padding, standing for xp's bands
 
     @property
     def taps(self) -> int:
@@ -1928,6 +1929,7 @@ def emit_banded_weight_gradient(
     resident: bool | None = None,
     deferred: list[Callable[[], None]] | None = None,
     on_chip: ChannelsOnChip | None = None,
+    x_on_chip: ChannelsOnChip | None = None,
 ) -> SSAValue | None:
     """gw[Cout, Cin/g, K...] = sum over n, o of go[n, co, o] * xp[n, ci, o*s + k*d], without element-strided DMAs;
     None when a block of one input channel's taps exceeds a matmul's moving operand (or, `resident` forced, when
@@ -1957,13 +1959,16 @@ def emit_banded_weight_gradient(
     if min(k_tile, n_tile // taps, cin // groups) < 1 or any(o == 0 for o in out_spatial):
         return None
     rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, _itemsize(element_type_of(xp)))
+    # xp's spatial dims: the input's with its margins when the input is held on chip with them (xp is then the
+    # input itself, whose bands are read from there: only the resident strategy does so)
+    spatial = tuple(x_on_chip.spatial) if x_on_chip is not None else tuple(x_layout.shape[2:])
     wg = _WeightGradient(
         xp, grad_out, tuple(kernel), tuple(stride), tuple(dilation), groups, out_element_type,
         k_tile, m_tile, n_tile, batch, cin // groups, g_layout.shape[1] // groups,
-        tuple(x_layout.shape[2:]), out_spatial, rows, columns, on_chip,
+        spatial, out_spatial, rows, columns, on_chip, x_on_chip,
     )  # fmt: skip
     plan = _resident_plan(wg) if resident is not False else None
-    if resident and plan is None:
+    if (resident or x_on_chip is not None) and plan is None:
         return None
     gw = alloc(em, (g_layout.shape[1], wg.cin_g, *kernel), out_element_type)
     gw_rows_layout = layout_of(gw).reshape((g_layout.shape[1], wg.cin_g * taps))
@@ -2129,7 +2134,15 @@ def _weight_gradient_resident(
             )
             band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], wg.stride, strict=True)]
             band_shape = (*wg.lead_spans, *wg.band_spans(kind.sizes))
-            bands = _channel_tiles(e2, wg.xp, e2.mul(g, wg.cin_g), wg.cin_g, wg.k_tile, [n, *band_at], band_shape)
+            served = (
+                wg.x_on_chip.tiles(e2, e2.mul(g, wg.cin_g), wg.cin_g, [n, *band_at], band_shape, padded=True)
+                if wg.x_on_chip is not None
+                else None
+            )
+            if served is None:
+                assert wg.x_on_chip is None, "the input on chip serves every band of the resident strategy"
+                served = _channel_tiles(e2, wg.xp, e2.mul(g, wg.cin_g), wg.cin_g, wg.k_tile, [n, *band_at], band_shape)
+            bands = served
             for p, (offset, extent) in enumerate(kind.parts):
                 slot = e2.add(base, p)
                 positions = (extent, *kind.sizes[1:])
@@ -2840,8 +2853,20 @@ def _direct_weight_gradient(
         # whose gradient comes back from its channels-first layer norm) would load one element per descriptor
         grads = contiguous_if_transposed(em, grad_out)
         return emit_row_weight_gradient(em, x, grads, kernel, stride, padding, dilation, out_element_type)
+    packs = any(st > 1 for st in stride) and packs_kernel_rows(
+        layout_of(x).shape[1], layout_of(w).shape, groups, k_tile
+    )
+    if any(padding) and not packs and groups == 1 and ChannelsOnChip.fits(x, k_tile, padding, padding):
+        # the input held on chip with its padding written there, instead of a padded copy through HBM
+        x_on_chip = ChannelsOnChip(em, x, k_tile, padding, padding)
+        held = emit_banded_weight_gradient(
+            em, x, grad_out, kernel, stride, dilation, groups, out_element_type, deferred=deferred,
+            on_chip=on_chip, x_on_chip=x_on_chip,
+        )  # fmt: skip
+        if held is not None:
+            return held
     xp = prepare_input(em, x, padding, padding, [1] * rank)
-    if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
+    if packs:
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
         packed = emit_banded_weight_gradient(
             em,

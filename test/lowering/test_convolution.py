@@ -15,7 +15,7 @@ import pytest
 import torch
 from support import numpy_close
 from xdsl.context import Context
-from xdsl.dialects import arith, func, scf
+from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import SSAValue
 from xdsl.parser import Parser
@@ -267,6 +267,39 @@ def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride, with
     )  # fmt: skip
     for label, ours, theirs in zip(("input", "weight", "bias"), got, expected, strict=False):
         numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
+
+
+# (name, grad_output, input, weight, stride, padding): padded convolutions whose weight gradient reads the input
+# held on chip with its padding: 3 x 3 / 2 over two input-channel tiles (one partial), two images; a 3 x 3 stride-1
+# one; a 1-d kernel of 5 at stride 2.
+HELD_INPUT_CASES = [
+    ("3x3_stride2_padded", (2, 6, 4, 5), (2, 130, 8, 9), (6, 130, 3, 3), (2, 2), (1, 1)),
+    ("3x3_stride1_padded", (1, 7, 6, 5), (1, 40, 6, 5), (7, 40, 3, 3), (1, 1), (1, 1)),
+    ("1d_kernel5_stride2_padded", (2, 9, 8), (2, 36, 15), (9, 36, 5), (2,), (2,)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "go", "x", "w", "stride", "padding"), HELD_INPUT_CASES, ids=[c[0] for c in HELD_INPUT_CASES]
+)
+def test_weight_gradient_reads_the_input_with_its_padding_on_chip(name, go, x, w, stride, padding):
+    """A padded convolution's weight gradient reads the input's bands from one copy on chip, its padding's zeros
+    written there: no padded copy of the input is written to HBM (an allocation of the padded shape), and the
+    gradient stays PyTorch's."""
+    text = _weight_gradient_module(go, x, w, stride, tuple(1 for _ in stride), 1, padding)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    padded = (*x[:2], *(s + 2 * p for s, p in zip(x[2:], padding, strict=True)))
+    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    assert padded not in shapes, f"{name}: the input was copied to HBM with its padding"
+    [got] = run_function(module, inputs)
+    go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
+    zeros, ones = [0] * len(stride), [1] * len(stride)
+    expected = torch.ops.aten.convolution_backward(
+        go_t, x_t, w_t, None, list(stride), list(padding), ones, False, zeros, 1, [False, True, False]
+    )[1]
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} weight gradient")
 
 
 def _forward_module(
