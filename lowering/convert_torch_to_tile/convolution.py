@@ -795,10 +795,13 @@ def emit_banded_convolution(
     groups: int,
     out_element_type: Attribute,
     transposed: bool = False,
+    x_on_chip: ChannelsOnChip | None = None,
 ) -> SSAValue:
     """The convolution of xp with w[Cout, Cin/g, K...] (stride `stride`, dilation `dilation`), without
     element-strided DMAs. `transposed`: w is a transposed convolution's [Cin, Cout/g, K...], the convolution
-    the one of its flipped, in/out-swapped filter (xp is then the zero-inserted input and the stride 1).
+    the one of its flipped, in/out-swapped filter (xp is then the zero-inserted input and the stride 1). With
+    `x_on_chip` (one group, not transposed), xp is its tensor, held with its margins (the padding), and every
+    band is a window of it.
 
     Per output tile and input-channel tile, the band of xp its positions read (the rows and columns from the
     first window's start to the last window's end, and every kernel offset of the leading dims of a 3-d
@@ -819,7 +822,8 @@ def emit_banded_convolution(
         cout, cin_g = w_layout.shape[:2]
     cout_g = cout // groups
     taps = math.prod(kernel)
-    spatial = x_layout.shape[2:]
+    assert x_on_chip is None or (groups == 1 and not transposed), "an input on chip serves one direct group"
+    spatial = x_on_chip.spatial if x_on_chip is not None else x_layout.shape[2:]
     out_spatial = _output_spatial(spatial, kernel, stride, dilation)
     out = alloc(em, (batch, cout, *out_spatial), out_element_type)
     element_type = element_type_of(xp)
@@ -847,6 +851,8 @@ def emit_banded_convolution(
         band_at = [e.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
 
         def band_of(e2: LoopNestBuilder, t: Index, ci_size: int) -> SSAValue:
+            if x_on_chip is not None:
+                return x_on_chip.tile_at(e2, t, ci_size, [n, *band_at], (*lead_spans, *band_spans))
             ci_global = e2.add(e2.mul(g, cin_g), e2.mul(t, k_tile))
             band_shape = (ci_size, *lead_spans, *band_spans)
             return load(e2, xp, [n, ci_global, *band_at], band_shape, dims=tuple(range(1, rank + 2)))
@@ -1388,10 +1394,16 @@ def emit_convolution(
     itemsize = _itemsize(element_type_of(x))
     if contracts_output_rows(x_shape, w_shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize, True):
         return emit_row_convolution(em, x, w, bias, stride, padding, dilation, out_element_type)
+    packs = any(st > 1 for st in stride) and packs_kernel_rows(x_shape[1], w_shape, groups, k_tile)
+    held = any(padding) and rank <= 2 and groups == 1 and not depthwise and not packs
+    if held and ChannelsOnChip.fits(x, k_tile, padding, padding):
+        # the input held on chip with its padding written there, instead of a padded copy through HBM
+        x_on_chip = ChannelsOnChip(em, x, k_tile, padding, padding)
+        return emit_banded_convolution(em, x, w, bias, stride, dilation, groups, out_element_type, x_on_chip=x_on_chip)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if depthwise:
         return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
-    if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
+    if packs:
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
         return emit_banded_convolution(em, rows, w_rows, bias, [1, stride[1]], [1, dilation[1]], 1, out_element_type)
     return emit_banded_convolution(em, xp, w, bias, stride, dilation, groups, out_element_type)
@@ -1678,6 +1690,20 @@ class ChannelsOnChip:
             assert total is not None, "a tensor on chip has at least one image"
             em.insert(tile.StoreOp(to_sbuf(em, total, out_element_type), column_view, [em.index(c0), em.index(0)]))
         return out
+
+    def tile_at(self, em: LoopNestBuilder, t: Index, size: int, at: Sequence[Index], shape: Sequence[int]) -> SSAValue:
+        """Channel tile `t` (a loop index for the full tiles; `size` below `k_tile` for the last channels) of image
+        at[0], the window of `shape` at spatial offsets at[1:] counted within the margins."""
+        self._load()
+        n, *offsets = at
+        window_type = TileType((size, *shape), element_type_of(self.tensor), Memory.SBUF)
+        if size == self.k_tile:
+            assert self.full is not None
+            indices = [em.index(i) for i in (n, t, *offsets)]
+            return em.insert(tile.ExtractOp(self.full, indices, window_type)).result
+        assert self.rest is not None
+        indices = [em.index(i) for i in (n, *offsets)]
+        return em.insert(tile.ExtractOp(self.rest, indices, window_type)).result
 
     def tiles(
         self,

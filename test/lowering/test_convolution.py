@@ -390,3 +390,34 @@ def test_convolution_over_transposed_rows(monkeypatch, name, x, w, stride, paddi
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
     expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=padding, dilation=dilation)
     numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
+
+
+# (name, input, weight, stride, padding, dilation, output): padded convolutions over the input held on chip with
+# its padding: 3 x 3 / 2 over two input-channel tiles (one partial) and two output-channel tiles; 3 x 3 stride 1
+# over 200 channels; a dilated 3 x 3 padded by 2.
+HELD_FORWARD_CASES = [
+    ("3x3_stride2_padded", (2, 130, 8, 9), (130, 130, 3, 3), (2, 2), (1, 1), (1, 1), (2, 130, 4, 5)),
+    ("3x3_stride1_padded", (1, 200, 6, 5), (7, 200, 3, 3), (1, 1), (1, 1), (1, 1), (1, 7, 6, 5)),
+    ("3x3_dilated_padded", (1, 40, 9, 10), (9, 40, 3, 3), (1, 1), (2, 2), (2, 2), (1, 9, 9, 10)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "w", "stride", "padding", "dilation", "out"),
+    HELD_FORWARD_CASES,
+    ids=[c[0] for c in HELD_FORWARD_CASES],
+)
+def test_convolution_reads_the_input_with_its_padding_on_chip(name, x, w, stride, padding, dilation, out):
+    """A padded convolution reads its bands from the input held on chip, its padding's zeros written there: no
+    padded copy of the input is written to HBM, and the output stays PyTorch's."""
+    text = _forward_module(x, w, stride, out, padding, dilation)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    padded = (*x[:2], *(s + 2 * p for s, p in zip(x[2:], padding, strict=True)))
+    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    assert padded not in shapes, f"{name}: the input was copied to HBM with its padding"
+    [got] = run_function(module, inputs)
+    x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
+    expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=padding, dilation=dilation)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
