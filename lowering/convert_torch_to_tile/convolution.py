@@ -800,8 +800,8 @@ def emit_banded_convolution(
     """The convolution of xp with w[Cout, Cin/g, K...] (stride `stride`, dilation `dilation`), without
     element-strided DMAs. `transposed`: w is a transposed convolution's [Cin, Cout/g, K...], the convolution
     the one of its flipped, in/out-swapped filter (xp is then the zero-inserted input and the stride 1). With
-    `x_on_chip` (one group, not transposed), xp is its tensor, held with its margins (the padding), and every
-    band is a window of it.
+    `x_on_chip` (one group), xp is its tensor, held with its margins (the padding), and every band is a window
+    of it.
 
     Per output tile and input-channel tile, the band of xp its positions read (the rows and columns from the
     first window's start to the last window's end, and every kernel offset of the leading dims of a 3-d
@@ -822,7 +822,7 @@ def emit_banded_convolution(
         cout, cin_g = w_layout.shape[:2]
     cout_g = cout // groups
     taps = math.prod(kernel)
-    assert x_on_chip is None or (groups == 1 and not transposed), "an input on chip serves one direct group"
+    assert x_on_chip is None or groups == 1, "an input on chip serves one group"
     spatial = x_on_chip.spatial if x_on_chip is not None else x_layout.shape[2:]
     out_spatial = _output_spatial(spatial, kernel, stride, dilation)
     out = alloc(em, (batch, cout, *out_spatial), out_element_type)
@@ -1385,6 +1385,15 @@ def emit_convolution(
         reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
         low = [r - p for r, p in zip(reach, padding, strict=True)]
         high = [r - p + op for r, p, op in zip(reach, padding, output_padding, strict=True)]
+        k_tile = matmul_limits(em)[0]
+        margins = all(st == 1 for st in stride) and min([*low, *high]) >= 0 and any([*low, *high])
+        if margins and rank <= 2 and groups == 1 and not depthwise and ChannelsOnChip.fits(x, k_tile, low, high):
+            # no zeros between the elements, only a margin: held on chip with it (a stride-1 convolution's input
+            # gradient), instead of a padded copy through HBM
+            x_on_chip = ChannelsOnChip(em, x, k_tile, low, high)
+            return emit_banded_convolution(
+                em, x, w, bias, [1] * rank, dilation, groups, out_element_type, True, x_on_chip=x_on_chip
+            )
         xp = prepare_input(em, x, low, high, stride)
         if depthwise:
             return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)

@@ -421,3 +421,50 @@ def test_convolution_reads_the_input_with_its_padding_on_chip(name, x, w, stride
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
     expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=padding, dilation=dilation)
     numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
+
+
+def _transposed_module(x: tuple[int, ...], w: tuple[int, ...], padding: tuple[int, ...], out: tuple[int, ...]) -> str:
+    def tensor(shape: tuple[int, ...]) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}xf32>"
+
+    def array(values: tuple[int, ...]) -> str:
+        return f"array<i64: {', '.join(map(str, values))}>"
+
+    ones, zeros = tuple(1 for _ in padding), tuple(0 for _ in padding)
+    return f"""
+func.func @main(%x: {tensor(x)}, %w: {tensor(w)}) -> {tensor(out)} {{
+  %0 = torch.aten.convolution %x, %w, none {{stride = {array(ones)}, padding = {array(padding)}, dilation = {array(ones)}, transposed = true, output_padding = {array(zeros)}, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}) -> {tensor(out)}
+  func.return %0 : {tensor(out)}
+}}
+"""
+
+
+# (name, input, weight [Cin, Cout, K...], padding, output): stride-1 transposed convolutions (a stride-1
+# convolution's input gradient), whose input is read with a margin of the kernel's reach less the padding: 3 x 3
+# padded by 1 over two input-channel tiles (one partial), unpadded 3 x 3, a 1-d kernel of 5.
+HELD_TRANSPOSED_CASES = [
+    ("3x3_padded", (2, 130, 5, 6), (130, 9, 3, 3), (1, 1), (2, 9, 5, 6)),
+    ("3x3_unpadded", (1, 40, 4, 4), (40, 7, 3, 3), (0, 0), (1, 7, 6, 6)),
+    ("1d_kernel5", (2, 36, 9), (36, 11, 5), (1,), (2, 11, 11)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "w", "padding", "out"), HELD_TRANSPOSED_CASES, ids=[c[0] for c in HELD_TRANSPOSED_CASES]
+)
+def test_transposed_convolution_reads_the_input_with_its_margin_on_chip(name, x, w, padding, out):
+    """A stride-1 transposed convolution reads its input's bands from one copy on chip, the margin of zeros
+    written there: no padded copy of the input is written to HBM, and the output stays PyTorch's."""
+    text = _transposed_module(x, w, padding, out)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    reach = [k - 1 for k in w[2:]]
+    margined = (*x[:2], *(s + 2 * (r - p) for s, r, p in zip(x[2:], reach, padding, strict=True)))
+    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    assert margined not in shapes, f"{name}: the input was copied to HBM with its margin"
+    [got] = run_function(module, inputs)
+    x_t, w_t = (torch.from_numpy(a) for a in inputs)
+    transposed = torch.nn.functional.conv_transpose2d if len(padding) == 2 else torch.nn.functional.conv_transpose1d
+    expected = transposed(x_t, w_t, padding=padding)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} transposed convolution")
