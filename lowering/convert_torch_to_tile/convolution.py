@@ -39,7 +39,9 @@ contracts over output positions, which must be on the partitions: grad_output bl
 windows are loaded with whole rows and transposed on TensorE, each once into panels kept in SBUF when they fit
 (the resident strategy; otherwise per block of the result), one matmul per tile of 128 positions
 accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
-was). grad_bias is a reduction.
+was). grad_bias is a reduction. When the weight gradient comes first and grad_output fits on chip, the three
+gradients read one copy of it (`ChannelsOnChip`), loaded once, with the margin of zeros the input gradient's
+phases read written on chip, instead of a load each and a padded copy through HBM.
 
 Few input channels over output rows of up to 128 columns that fill at least 48 partitions, alone or several rows
 together (ResNet's 7 x 7 / 2, ConvNeXt's 4 x 4 / 4 stems, ViT's patches), take the input transposed once per
@@ -69,6 +71,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -792,10 +795,13 @@ def emit_banded_convolution(
     groups: int,
     out_element_type: Attribute,
     transposed: bool = False,
+    x_on_chip: ChannelsOnChip | None = None,
 ) -> SSAValue:
     """The convolution of xp with w[Cout, Cin/g, K...] (stride `stride`, dilation `dilation`), without
     element-strided DMAs. `transposed`: w is a transposed convolution's [Cin, Cout/g, K...], the convolution
-    the one of its flipped, in/out-swapped filter (xp is then the zero-inserted input and the stride 1).
+    the one of its flipped, in/out-swapped filter (xp is then the zero-inserted input and the stride 1). With
+    `x_on_chip` (one group), xp is its tensor, held with its margins (the padding), and every band is a window
+    of it.
 
     Per output tile and input-channel tile, the band of xp its positions read (the rows and columns from the
     first window's start to the last window's end, and every kernel offset of the leading dims of a 3-d
@@ -816,7 +822,8 @@ def emit_banded_convolution(
         cout, cin_g = w_layout.shape[:2]
     cout_g = cout // groups
     taps = math.prod(kernel)
-    spatial = x_layout.shape[2:]
+    assert x_on_chip is None or groups == 1, "an input on chip serves one group"
+    spatial = x_on_chip.spatial if x_on_chip is not None else x_layout.shape[2:]
     out_spatial = _output_spatial(spatial, kernel, stride, dilation)
     out = alloc(em, (batch, cout, *out_spatial), out_element_type)
     element_type = element_type_of(xp)
@@ -844,6 +851,8 @@ def emit_banded_convolution(
         band_at = [e.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
 
         def band_of(e2: LoopNestBuilder, t: Index, ci_size: int) -> SSAValue:
+            if x_on_chip is not None:
+                return x_on_chip.tile_at(e2, t, ci_size, [n, *band_at], (*lead_spans, *band_spans))
             ci_global = e2.add(e2.mul(g, cin_g), e2.mul(t, k_tile))
             band_shape = (ci_size, *lead_spans, *band_spans)
             return load(e2, xp, [n, ci_global, *band_at], band_shape, dims=tuple(range(1, rank + 2)))
@@ -1376,6 +1385,15 @@ def emit_convolution(
         reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
         low = [r - p for r, p in zip(reach, padding, strict=True)]
         high = [r - p + op for r, p, op in zip(reach, padding, output_padding, strict=True)]
+        k_tile = matmul_limits(em)[0]
+        margins = all(st == 1 for st in stride) and min([*low, *high]) >= 0 and any([*low, *high])
+        if margins and rank <= 2 and groups == 1 and not depthwise and ChannelsOnChip.fits(x, k_tile, low, high):
+            # no zeros between the elements, only a margin: held on chip with it (a stride-1 convolution's input
+            # gradient), instead of a padded copy through HBM
+            x_on_chip = ChannelsOnChip(em, x, k_tile, low, high)
+            return emit_banded_convolution(
+                em, x, w, bias, [1] * rank, dilation, groups, out_element_type, True, x_on_chip=x_on_chip
+            )
         xp = prepare_input(em, x, low, high, stride)
         if depthwise:
             return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
@@ -1385,10 +1403,16 @@ def emit_convolution(
     itemsize = _itemsize(element_type_of(x))
     if contracts_output_rows(x_shape, w_shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize, True):
         return emit_row_convolution(em, x, w, bias, stride, padding, dilation, out_element_type)
+    packs = any(st > 1 for st in stride) and packs_kernel_rows(x_shape[1], w_shape, groups, k_tile)
+    held = any(padding) and rank <= 2 and groups == 1 and not depthwise and not packs
+    if held and ChannelsOnChip.fits(x, k_tile, padding, padding):
+        # the input held on chip with its padding written there, instead of a padded copy through HBM
+        x_on_chip = ChannelsOnChip(em, x, k_tile, padding, padding)
+        return emit_banded_convolution(em, x, w, bias, stride, dilation, groups, out_element_type, x_on_chip=x_on_chip)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if depthwise:
         return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
-    if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
+    if packs:
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
         return emit_banded_convolution(em, rows, w_rows, bias, [1, stride[1]], [1, dilation[1]], 1, out_element_type)
     return emit_banded_convolution(em, xp, w, bias, stride, dilation, groups, out_element_type)
@@ -1547,6 +1571,188 @@ def _carry_nest(
     )
 
 
+# Bytes per partition up to which a convolution's backward keeps grad_output on chip whole (every image, output
+# channels on partitions), loaded once for both gradients that read it.
+SHARED_GRAD_OUTPUT_BYTES = 16 * 1024
+
+
+class ChannelsOnChip:
+    """A tensor [N, C, S...] that several loops of one lowering read as channel tiles of up to `k_tile`
+    partitions: loaded once, whole, at the point where it was made (on its first use, so a lowering that ends up
+    not reading it emits nothing), one DMA per image and part, into [k_tile, N, C // k_tile, S...] (and
+    [C % k_tile, N, S...] for the last channels), and served as windows of those tiles read in place.
+
+    `low` and `high` zeros around each spatial dim are written on chip (the input gradient's phases read
+    grad_output with such a margin); requests are in the tensor's own coordinates unless `padded`.
+
+    A convolution's backward reads grad_output twice, for the weight gradient's transposes and as the input
+    gradient's moving operand, each loading it with its own DMAs: for ResNet's 1 x 1 / 2 over 1024 channels
+    0.8 MB of 392-byte runs per gradient, at 58% of the DMA engines' rate by the cost model's chunk rule; with a
+    margin, the input gradient read a padded copy written to HBM and loaded back.
+    """
+
+    def __init__(
+        self,
+        em: LoopNestBuilder,
+        tensor: SSAValue,
+        k_tile: int,
+        low: Sequence[int] | None = None,
+        high: Sequence[int] | None = None,
+    ) -> None:
+        self.em, self.tensor, self.k_tile = em, tensor, k_tile
+        rank = layout_of(tensor).rank - 2
+        self.low = list(low) if low is not None else [0] * rank
+        self.high = list(high) if high is not None else [0] * rank
+        assert min([*self.low, *self.high], default=0) >= 0, "a margin of zeros, not a crop"
+        self.block = em.block
+        # the op before the point: what is emitted from here on comes after it
+        self.before = em.anchor.prev_op if em.anchor is not None else em.block.last_op
+        self.full: SSAValue | None = None
+        self.rest: SSAValue | None = None
+        self.loaded = False
+
+    @property
+    def spatial(self) -> list[int]:
+        """The spatial dims as held on chip (the margins included)."""
+        return [s + lo + hi for s, lo, hi in zip(layout_of(self.tensor).shape[2:], self.low, self.high, strict=True)]
+
+    @staticmethod
+    def fits(tensor: SSAValue, k_tile: int, low: Sequence[int], high: Sequence[int]) -> bool:
+        """Whether `tensor` [N, C, S...] with its margins takes at most SHARED_GRAD_OUTPUT_BYTES per partition."""
+        batch, channels, *spatial = layout_of(tensor).shape
+        held = math.prod(s + lo + hi for s, lo, hi in zip(spatial, low, high, strict=True))
+        per_partition = batch * -(-channels // k_tile) * held * _itemsize(element_type_of(tensor))
+        return bool(spatial) and per_partition <= SHARED_GRAD_OUTPUT_BYTES
+
+    def _load(self) -> None:
+        if self.loaded:
+            return
+        self.loaded = True
+        if self.before is not None:
+            following = self.before.next_op
+        else:
+            # the block's start, after the index constants emitters put there (the loads use them)
+            following = self.block.first_op
+            while isinstance(following, arith.ConstantOp):
+                following = following.next_op
+        em = self.em.at(self.block, following)
+        layout = layout_of(self.tensor)
+        batch, channels, *spatial = layout.shape
+        held = self.spatial
+        element_type = element_type_of(self.tensor)
+        full, rest = divmod(channels, self.k_tile)
+        trailing = tuple(range(3, 3 + len(spatial)))
+        margins = any(self.low) or any(self.high)
+
+        def start(shape: tuple[int, ...]) -> SSAValue:
+            tile_type = TileType(shape, element_type, Memory.SBUF)
+            return em.insert(tile.FillOp(0.0, tile_type) if margins else tile.EmptyOp(tile_type)).result
+
+        if full:
+            split = Layout(
+                (batch, full, self.k_tile, *spatial),
+                (layout.strides[0], layout.strides[1] * self.k_tile, layout.strides[1], *layout.strides[2:]),
+                layout.offset,
+            )
+            grouped = view(em, self.tensor, split)
+            whole = start((self.k_tile, batch, full, *held))
+            for n in range(batch):
+                image = load(em, grouped, [n, 0, 0, *([0] * len(spatial))], (self.k_tile, full, *spatial),
+                             dims=(2, 1, *trailing))  # fmt: skip
+                at = [em.index(i) for i in (n, 0, *self.low)]
+                whole = em.insert(tile.InsertOp(image, whole, at)).result
+            self.full = whole
+        if rest:
+            last = start((rest, batch, *held))
+            for n in range(batch):
+                image = load(em, self.tensor, [n, full * self.k_tile, *([0] * len(spatial))], (rest, *spatial),
+                             dims=(1, *(d - 1 for d in trailing)))  # fmt: skip
+                at = [em.index(i) for i in (n, *self.low)]
+                last = em.insert(tile.InsertOp(image, last, at)).result
+            self.rest = last
+
+    def channel_sums(self, em: LoopNestBuilder, out_element_type: Attribute) -> SSAValue:
+        """The tensor summed over every dim but the channels ([C], a convolution's bias gradient): per channel
+        tile, each image's plane reduced in place and the images' sums added, in fp32."""
+        self._load()
+        batch, channels = layout_of(self.tensor).shape[:2]
+        spatial = self.spatial  # the margins' zeros add nothing
+        out = alloc(em, (channels,), out_element_type)
+        column_view = view(em, out, layout_of(out).unsqueeze(1))
+        element_type = element_type_of(self.tensor)
+        for c0 in range(0, channels, self.k_tile):
+            size = min(self.k_tile, channels - c0)
+            column_type = TileType((size, 1), f32, Memory.SBUF)
+            total: SSAValue | None = None
+            for n in range(batch):
+                plane_type = TileType((size, *spatial), element_type, Memory.SBUF)
+                if size == self.k_tile:
+                    assert self.full is not None
+                    indices = [em.index(i) for i in (n, c0 // self.k_tile, *([0] * len(spatial)))]
+                    plane = em.insert(tile.ExtractOp(self.full, indices, plane_type)).result
+                else:
+                    assert self.rest is not None
+                    indices = [em.index(i) for i in (n, *([0] * len(spatial)))]
+                    plane = em.insert(tile.ExtractOp(self.rest, indices, plane_type)).result
+                part = em.insert(tile.ReduceOp(plane, "add", column_type, len(spatial))).result
+                total = part if total is None else em.insert(tile.BinaryOp(total, part, "add", column_type)).result
+            assert total is not None, "a tensor on chip has at least one image"
+            em.insert(tile.StoreOp(to_sbuf(em, total, out_element_type), column_view, [em.index(c0), em.index(0)]))
+        return out
+
+    def tile_at(self, em: LoopNestBuilder, t: Index, size: int, at: Sequence[Index], shape: Sequence[int]) -> SSAValue:
+        """Channel tile `t` (a loop index for the full tiles; `size` below `k_tile` for the last channels) of image
+        at[0], the window of `shape` at spatial offsets at[1:] counted within the margins."""
+        self._load()
+        n, *offsets = at
+        window_type = TileType((size, *shape), element_type_of(self.tensor), Memory.SBUF)
+        if size == self.k_tile:
+            assert self.full is not None
+            indices = [em.index(i) for i in (n, t, *offsets)]
+            return em.insert(tile.ExtractOp(self.full, indices, window_type)).result
+        assert self.rest is not None
+        indices = [em.index(i) for i in (n, *offsets)]
+        return em.insert(tile.ExtractOp(self.rest, indices, window_type)).result
+
+    def tiles(
+        self,
+        em: LoopNestBuilder,
+        first: Index,
+        channels: int,
+        at: Sequence[Index],
+        shape: Sequence[int],
+        padded: bool = False,
+    ) -> list[tuple[SSAValue, int, int]] | None:
+        """`_channel_tiles`' answer from the tensor on chip (`at` counted within the margins when `padded`), or
+        None when the request is not whole channel tiles from a tile boundary (or not of the tensor's rank)."""
+        total = layout_of(self.tensor).shape[1]
+        spatial = layout_of(self.tensor).shape[2:]
+        if not isinstance(first, int) or first % self.k_tile or len(at) != 1 + len(spatial):
+            return None
+        if len(shape) != len(spatial) or (channels % self.k_tile and first + channels != total):
+            return None
+        self._load()
+        n, *offsets = at
+        if not padded:
+            offsets = [em.add(o, lo) for o, lo in zip(offsets, self.low, strict=True)]
+        element_type = element_type_of(self.tensor)
+        tiles: list[tuple[SSAValue, int, int]] = []
+        for c0 in range(0, channels, self.k_tile):
+            size = min(self.k_tile, channels - c0)
+            t = (first + c0) // self.k_tile
+            window_type = TileType((size, *shape), element_type, Memory.SBUF)
+            if size == self.k_tile:
+                assert self.full is not None
+                indices = [em.index(i) for i in (n, t, *offsets)]
+                value = em.insert(tile.ExtractOp(self.full, indices, window_type)).result
+            else:
+                assert self.rest is not None
+                indices = [em.index(i) for i in (n, *offsets)]
+                value = em.insert(tile.ExtractOp(self.rest, indices, window_type)).result
+            tiles.append((value, c0, size))
+        return tiles
+
+
 def _channel_tiles(
     em: LoopNestBuilder,
     tensor: SSAValue,
@@ -1555,11 +1761,16 @@ def _channel_tiles(
     k_tile: int,
     at: Sequence[Index],
     shape: Sequence[int],
+    on_chip: ChannelsOnChip | None = None,
 ) -> list[tuple[SSAValue, int, int]]:
     """The channels [first, first + channels) of `tensor` [N, C, S...] at (n, spatial offsets) `at` = [n, *rest],
     `shape` positions each, as [(tile, first channel, channels)] of at most `k_tile` partitions. The full tiles come
     from one DMA ([k_tile, tiles, *shape]) when they fit GROUPED_LOAD_BYTES, so a position tile costs one transfer
-    per operand rather than one per channel tile."""
+    per operand rather than one per channel tile; from `on_chip`'s tiles when it holds `tensor` in such tiles."""
+    if on_chip is not None and on_chip.tensor is tensor and on_chip.k_tile == k_tile:
+        served = on_chip.tiles(em, first, channels, at, shape)
+        if served is not None:
+            return served
     n, *rest = at
     rank = layout_of(tensor).rank
     full, remainder = divmod(channels, k_tile)
@@ -1628,6 +1839,8 @@ class _WeightGradient:
     out_spatial: tuple[int, ...]
     rows: int  # output rows per position tile (2-d and 3-d)
     columns: int  # output columns per position tile
+    on_chip: ChannelsOnChip | None = None  # grad_output, when the backward keeps it on chip for both gradients
+    x_on_chip: ChannelsOnChip | None = None  # the input with its padding, standing for xp's bands
 
     @property
     def taps(self) -> int:
@@ -1750,6 +1963,8 @@ def emit_banded_weight_gradient(
     out_element_type: Attribute,
     resident: bool | None = None,
     deferred: list[Callable[[], None]] | None = None,
+    on_chip: ChannelsOnChip | None = None,
+    x_on_chip: ChannelsOnChip | None = None,
 ) -> SSAValue | None:
     """gw[Cout, Cin/g, K...] = sum over n, o of go[n, co, o] * xp[n, ci, o*s + k*d], without element-strided DMAs;
     None when a block of one input channel's taps exceeds a matmul's moving operand (or, `resident` forced, when
@@ -1779,13 +1994,16 @@ def emit_banded_weight_gradient(
     if min(k_tile, n_tile // taps, cin // groups) < 1 or any(o == 0 for o in out_spatial):
         return None
     rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, _itemsize(element_type_of(xp)))
+    # xp's spatial dims: the input's with its margins when the input is held on chip with them (xp is then the
+    # input itself, whose bands are read from there: only the resident strategy does so)
+    spatial = tuple(x_on_chip.spatial) if x_on_chip is not None else tuple(x_layout.shape[2:])
     wg = _WeightGradient(
         xp, grad_out, tuple(kernel), tuple(stride), tuple(dilation), groups, out_element_type,
         k_tile, m_tile, n_tile, batch, cin // groups, g_layout.shape[1] // groups,
-        tuple(x_layout.shape[2:]), out_spatial, rows, columns,
+        spatial, out_spatial, rows, columns, on_chip, x_on_chip,
     )  # fmt: skip
     plan = _resident_plan(wg) if resident is not False else None
-    if resident and plan is None:
+    if (resident or x_on_chip is not None) and plan is None:
         return None
     gw = alloc(em, (g_layout.shape[1], wg.cin_g, *kernel), out_element_type)
     gw_rows_layout = layout_of(gw).reshape((g_layout.shape[1], wg.cin_g * taps))
@@ -1940,11 +2158,26 @@ def _weight_gradient_resident(
                 for t, start, size in zip(rest[len(lead) :], kind.starts, kind.sizes, strict=True)
             ]
             go_blocks = _channel_tiles(
-                e2, wg.grad_out, e2.mul(g, wg.cout_g), wg.cout_g, wg.m_tile, [n, *lead_idx, *first], kind.sizes
+                e2,
+                wg.grad_out,
+                e2.mul(g, wg.cout_g),
+                wg.cout_g,
+                wg.m_tile,
+                [n, *lead_idx, *first],
+                kind.sizes,
+                wg.on_chip,
             )
             band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], wg.stride, strict=True)]
             band_shape = (*wg.lead_spans, *wg.band_spans(kind.sizes))
-            bands = _channel_tiles(e2, wg.xp, e2.mul(g, wg.cin_g), wg.cin_g, wg.k_tile, [n, *band_at], band_shape)
+            served = (
+                wg.x_on_chip.tiles(e2, e2.mul(g, wg.cin_g), wg.cin_g, [n, *band_at], band_shape, padded=True)
+                if wg.x_on_chip is not None
+                else None
+            )
+            if served is None:
+                assert wg.x_on_chip is None, "the input on chip serves every band of the resident strategy"
+                served = _channel_tiles(e2, wg.xp, e2.mul(g, wg.cin_g), wg.cin_g, wg.k_tile, [n, *band_at], band_shape)
+            bands = served
             for p, (offset, extent) in enumerate(kind.parts):
                 slot = e2.add(base, p)
                 positions = (extent, *kind.sizes[1:])
@@ -2423,6 +2656,29 @@ def _phases(size: int, kernel: int, stride: int, padding: int, dilation: int) ->
     return phases
 
 
+def phase_padding(
+    in_spatial: Sequence[int],
+    out_spatial: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+) -> tuple[list[int], list[int]] | None:
+    """The zeros `emit_phase_input_gradient` reads before and after grad_output along each spatial dim (where its
+    taps' shifts reach past it), or None when along some dim no tap reaches any input position."""
+    phases = [
+        _phases(size, k, st, p, d)
+        for size, k, st, p, d in zip(in_spatial, kernel, stride, padding, dilation, strict=True)
+    ]
+    positions = [dim[0].count for dim in phases]
+    shifts = [[shift for phase in dim for _, shift in phase.taps] for dim in phases]
+    if any(not s for s in shifts):
+        return None
+    low = [-min(s) for s in shifts]
+    high = [p - 1 + max(s) - (o - 1) for p, s, o in zip(positions, shifts, out_spatial, strict=True)]
+    return low, high
+
+
 def emit_phase_input_gradient(
     em: LoopNestBuilder,
     grad_out: SSAValue,
@@ -2432,6 +2688,7 @@ def emit_phase_input_gradient(
     padding: Sequence[int],
     dilation: Sequence[int],
     out_element_type: Attribute,
+    on_chip: ChannelsOnChip | None = None,
 ) -> SSAValue | None:
     """grad_input[n, c, i] = sum over co and the (o, k) with o*s + k*d - p = i of w[co, c, k] * grad_output[n, co,
     o], split by the residue of i modulo the stride (`splits_into_phases`); None when one input-channel tile's
@@ -2484,13 +2741,10 @@ def emit_phase_input_gradient(
         fill_into(em, gx, 0.0)
         return gx
     # grad_output with zeros where the shifts reach past it: padded index m + shift - low
-    go = prepare_input(
-        em,
-        grad_out,
-        [-lo for lo in low],
-        [p - 1 + hi - (o - 1) for p, hi, o in zip(positions, high, out_spatial, strict=True)],
-        [1] * rank,
-    )
+    pads = phase_padding(in_spatial, out_spatial, kernel, stride, padding, dilation)
+    assert pads is not None, "every dim has a tap (checked above)"
+    shared = on_chip is not None and on_chip.tensor is grad_out and (on_chip.low, on_chip.high) == pads
+    go = grad_out if shared else prepare_input(em, grad_out, *pads, [1] * rank)
     rows_layout = layout_of(w).reshape((cout, cin * taps))
     assert rows_layout is not None, "a convolution weight is contiguous"
     w_rows = view(em, w, rows_layout)
@@ -2563,7 +2817,9 @@ def emit_phase_input_gradient(
 
     def block(e: LoopNestBuilder, n: Index, m0: Index, ms: int, last: bool, only: ChannelTile) -> None:
         band = (ms + high[0] - low[0], row) if rank == 2 else (ms + high[0] - low[0],)
-        go_tiles = _channel_tiles(e, go, 0, cout, m_tile, [n, m0, 0] if rank == 2 else [n, m0], band)
+        at: list[Index] = [n, m0, 0] if rank == 2 else [n, m0]
+        served = on_chip.tiles(e, 0, cout, at, band, padded=True) if shared and on_chip is not None else None
+        go_tiles = served if served is not None else _channel_tiles(e, go, 0, cout, m_tile, at, band)
         extent = in_spatial[0] - (positions[0] - ms) * stride[0] if last else ms * stride[0]
         if only is not None:
             slices, c0, cs = only
@@ -2616,6 +2872,7 @@ def _direct_weight_gradient(
     groups: int,
     out_element_type: Attribute,
     deferred: list[Callable[[], None]] | None = None,
+    on_chip: ChannelsOnChip | None = None,
 ) -> SSAValue:
     """The weight gradient of a direct (not depthwise) convolution: for the kernel-row packing of the forward
     when it took one (the gradient of the packed 1 x KW filter is the filter's, viewed back), else banded, else
@@ -2631,8 +2888,20 @@ def _direct_weight_gradient(
         # whose gradient comes back from its channels-first layer norm) would load one element per descriptor
         grads = contiguous_if_transposed(em, grad_out)
         return emit_row_weight_gradient(em, x, grads, kernel, stride, padding, dilation, out_element_type)
+    packs = any(st > 1 for st in stride) and packs_kernel_rows(
+        layout_of(x).shape[1], layout_of(w).shape, groups, k_tile
+    )
+    if any(padding) and not packs and groups == 1 and ChannelsOnChip.fits(x, k_tile, padding, padding):
+        # the input held on chip with its padding written there, instead of a padded copy through HBM
+        x_on_chip = ChannelsOnChip(em, x, k_tile, padding, padding)
+        held = emit_banded_weight_gradient(
+            em, x, grad_out, kernel, stride, dilation, groups, out_element_type, deferred=deferred,
+            on_chip=on_chip, x_on_chip=x_on_chip,
+        )  # fmt: skip
+        if held is not None:
+            return held
     xp = prepare_input(em, x, padding, padding, [1] * rank)
-    if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
+    if packs:
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
         packed = emit_banded_weight_gradient(
             em,
@@ -2650,7 +2919,7 @@ def _direct_weight_gradient(
             assert merged is not None, "a fresh tensor is contiguous"
             return view(em, packed, merged)
     banded = emit_banded_weight_gradient(
-        em, xp, grad_out, kernel, stride, dilation, groups, out_element_type, deferred=deferred
+        em, xp, grad_out, kernel, stride, dilation, groups, out_element_type, deferred=deferred, on_chip=on_chip
     )
     if banded is not None:
         return banded
@@ -2672,6 +2941,25 @@ def _tiles_the_input(kernel: Sequence[int], stride: Sequence[int], padding: Sequ
     return list(kernel) == list(stride) and not any(padding) and all(d == 1 for d in dilation)
 
 
+def _phase_margins(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    out_spatial: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+) -> tuple[list[int], list[int]] | None:
+    """The zeros around grad_output that the input gradient's phases read (`phase_padding`), when it takes
+    `emit_phase_input_gradient` and they are margins (not a crop); else None."""
+    if not splits_into_phases(w_shape, stride, groups):
+        return None
+    pads = phase_padding(x_shape[2:], out_spatial, w_shape[2:], stride, padding, dilation)
+    if pads is None or min([*pads[0], *pads[1]]) < 0:
+        return None
+    return pads
+
+
 def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     grad_out, x, w = args["grad_output"], args["input"], args["weight"]
     rank = layout_of(x).rank - 2
@@ -2688,6 +2976,26 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
         grad_out = contiguous_if_transposed(em, grad_out)
     # a resident weight gradient's products, when `_direct_weight_gradient` leaves them for later
     deferred: list[Callable[[], None]] = []
+    direct = not transposed and not (rank <= 2 and is_depthwise(layout_of(w).shape, groups))
+    input_first = mask[0] and _tiles_the_input(kernel, stride, padding, dilation)
+    # grad_output read by the weight and input gradients (and the bias gradient) from one copy on chip, with the
+    # margin of zeros the input gradient's phases read written on chip, when the weight gradient comes first. With
+    # the input gradient first (windows that tile the input) its first products would wait for whole images of
+    # grad_output instead of a block of rows (ConvNeXt-T's 2 x 2 / 2 downsampling: backward 21.2 -> 21.9 us), so
+    # it keeps its own loads.
+    m_tile = matmul_limits(em)[1]
+    margins = (
+        _phase_margins(
+            layout_of(x).shape, layout_of(w).shape, layout_of(grad_out).shape[2:], stride, padding, dilation, groups
+        )
+        if direct and mask[0] and mask[1] and not input_first
+        else None
+    )
+    on_chip = (
+        ChannelsOnChip(em, grad_out, m_tile, *margins)
+        if margins is not None and ChannelsOnChip.fits(grad_out, m_tile, *margins)
+        else None
+    )
 
     def weight_gradient() -> SSAValue | None:
         if mask[1]:
@@ -2702,8 +3010,16 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
                     em, xp, grad_out, kernel, stride, dilation, result_element_type(op, 1)
                 )
             else:
+                # with grad_output shared and no margin read (windows that do not overlap: one tap per input
+                # position), the input gradient's few products wait only for the weight's rows, which load
+                # behind the weight gradient's operands: the weight gradient's products fill TensorE's wait
+                # (ResNet's 1 x 1 / 2: backward 29.1 -> 27.1 us). Overlapping windows' input gradient has
+                # several taps per phase, and the weight gradient's products stay deferred (its 3 x 3 / 2: 39.0
+                # us deferred, 41.2 not).
+                overlapping = margins is not None and any(m > 0 for m in (*margins[0], *margins[1]))
+                later = deferred if on_chip is None or overlapping else None
                 gw = _direct_weight_gradient(
-                    em, x, w, grad_out, stride, padding, dilation, groups, result_element_type(op, 1), deferred
+                    em, x, w, grad_out, stride, padding, dilation, groups, result_element_type(op, 1), later, on_chip
                 )
             return gw
         return _unused(em, op, 1)
@@ -2725,7 +3041,7 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
             grad_in: SSAValue | None = None
             if not transposed and splits_into_phases(layout_of(w).shape, stride, groups):
                 grad_in = emit_phase_input_gradient(
-                    em, grad_out, w, in_spatial, stride, padding, dilation, result_element_type(op, 0)
+                    em, grad_out, w, in_spatial, stride, padding, dilation, result_element_type(op, 0), on_chip
                 )
             if grad_in is None:
                 grad_in = emit_convolution(
@@ -2747,12 +3063,13 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
 
     def bias_gradient() -> SSAValue | None:
         if mask[2]:
+            if on_chip is not None:
+                return on_chip.channel_sums(em, result_element_type(op, 2))
             dims = [0, *range(2, rank + 2)]
             return emit_reduce(em, grad_out, dims, False, "add", result_element_type(op, 2))
         return _unused(em, op, 2)
 
-    direct = not transposed and not (rank <= 2 and is_depthwise(layout_of(w).shape, groups))
-    if not direct or (mask[0] and _tiles_the_input(kernel, stride, padding, dilation)):
+    if not direct or input_first:
         grad_input = input_gradient()
         grad_weight = weight_gradient()
         for emit in deferred:

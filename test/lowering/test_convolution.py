@@ -8,14 +8,20 @@ gradient, so both stay correct on the same convolution, whichever one the size h
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 from support import numpy_close
 from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
+from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.semantics import random_inputs, run_function
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass, convolution
 
@@ -137,7 +143,9 @@ def test_weight_gradient_contracted_over_output_rows(monkeypatch, name, go, x, w
     assert calls, f"{name}: the weight gradient was not contracted over output rows"
 
 
-def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...]) -> str:
+def _backward_module(
+    go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...], with_bias: bool = True
+) -> str:
     def tensor(shape: tuple[int, ...]) -> str:
         return f"tensor<{'x'.join(map(str, shape))}xf32>"
 
@@ -145,6 +153,13 @@ def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...]
         return f"array<i64: {', '.join(map(str, values))}>"
 
     zeros, ones = tuple(0 for _ in stride), tuple(1 for _ in stride)
+    if not with_bias:
+        return f"""
+func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> ({tensor(x)}, {tensor(w)}) {{
+  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {{bias_sizes = array<i64: 0>, stride = {array(stride)}, padding = {array(zeros)}, dilation = {array(ones)}, transposed = false, output_padding = {array(zeros)}, groups = 1 : i64, output_mask = array<i1: true, true, false>}} : ({tensor(go)}, {tensor(x)}, {tensor(w)}) -> ({tensor(x)}, {tensor(w)}, none)
+  func.return %gi, %gw : {tensor(x)}, {tensor(w)}
+}}
+"""
     bias = (w[0],)
     return f"""
 func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> ({tensor(x)}, {tensor(w)}, {tensor(bias)}) {{
@@ -154,10 +169,9 @@ func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> ({tensor
 """
 
 
-# (name, grad_output, input, weight, stride): a 1 x 1 / 2 convolution over two output-channel tiles, a 2 x 2 / 2
-# patchify one, a 3 x 3 / 2 one.
+# (name, grad_output, input, weight, stride): a 2 x 2 / 2 patchify convolution, a 3 x 3 / 2 one (a 1 x 1 / 2 one
+# shares grad_output instead: the test after this one).
 BACKWARD_CASES = [
-    ("1x1_stride2", (1, 130, 3, 4), (1, 24, 6, 8), (130, 24, 1, 1), (2, 2)),
     ("2x2_patchify", (2, 9, 3, 3), (2, 5, 6, 7), (9, 5, 2, 2), (2, 2)),
     ("3x3_stride2", (1, 6, 3, 4), (1, 20, 8, 9), (6, 20, 3, 3), (2, 2)),
 ]
@@ -187,6 +201,105 @@ def test_weight_gradient_products_emitted_after_the_input_gradient(monkeypatch, 
     )
     for label, ours, theirs in zip(("input", "weight", "bias"), got, expected, strict=True):
         numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
+
+
+def _constant(value: SSAValue) -> int:
+    owner = value.owner
+    assert isinstance(owner, arith.ConstantOp), "loop bounds are constants"
+    assert isinstance(owner.value, IntegerAttr), "loop bounds are index constants"
+    return owner.value.value.data
+
+
+def _elements_loaded(module, tensor) -> int:
+    """Elements the tile.loads of `tensor` read, each counted once per trip of the loops around it."""
+    total = 0
+    for op in module.walk():
+        if not isinstance(op, tile.LoadOp):
+            continue
+        source = op.source
+        while isinstance(source.owner, tile.ViewOp):
+            source = source.owner.source
+        if source is not tensor:
+            continue
+        trips, parent = 1, op.parent_op()
+        while parent is not None:
+            if isinstance(parent, scf.ForOp):
+                bounds = [_constant(value) for value in (parent.lb, parent.ub, parent.step)]
+                trips *= len(range(*bounds))
+            parent = parent.parent_op()
+        total += trips * math.prod(op.tile_type().get_shape())
+    return total
+
+
+# (name, grad_output, input, weight, stride, bias): kernels narrower than the stride, whose input gradient reads
+# grad_output itself: 1 x 1 / 2 over a full output-channel tile and two more channels, two images (with a bias
+# too); a 1 x 1 / (2, 3) one over two full tiles; a 1-d kernel of 2 at stride 3. Wider kernels, whose input
+# gradient reads grad_output with a margin of zeros: 3 x 3 / 2, a 1-d kernel of 3 at stride 2.
+SHARED_CASES = [
+    ("1x1_stride2_two_images", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2), False),
+    ("1x1_two_full_tiles", (1, 256, 3, 3), (1, 40, 6, 9), (256, 40, 1, 1), (2, 3), False),
+    ("1d_kernel2_stride3", (2, 140, 5), (2, 30, 15), (140, 30, 2), (3,), False),
+    ("1x1_stride2_bias", (2, 130, 3, 4), (2, 24, 6, 8), (130, 24, 1, 1), (2, 2), True),
+    ("3x3_stride2_margin", (2, 130, 3, 4), (2, 40, 8, 9), (130, 40, 3, 3), (2, 2), True),
+    ("1d_kernel3_stride2_margin", (2, 140, 7), (2, 30, 15), (140, 30, 3), (2,), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "go", "x", "w", "stride", "with_bias"), SHARED_CASES, ids=[c[0] for c in SHARED_CASES]
+)
+def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride, with_bias):
+    """The weight, input and bias gradients read grad_output from one copy on chip (the margin of zeros the
+    input gradient's phases read written there): each element is loaded once, where each gradient loaded it
+    before (and the input gradient read a padded copy written to HBM). The gradients stay PyTorch's."""
+    text = _backward_module(go, x, w, stride, with_bias)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    grad_output = next(op for op in module.walk() if isinstance(op, func.FuncOp)).args[0]
+    assert _elements_loaded(module, grad_output) == math.prod(go), f"{name}: grad_output was loaded more than once"
+    got = run_function(module, inputs)
+    go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
+    zeros, ones = [0] * len(stride), [1] * len(stride)
+    expected = torch.ops.aten.convolution_backward(
+        go_t, x_t, w_t, [w[0]] if with_bias else None, list(stride), zeros, ones, False, zeros, 1,
+        [True, True, with_bias],
+    )  # fmt: skip
+    for label, ours, theirs in zip(("input", "weight", "bias"), got, expected, strict=False):
+        numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
+
+
+# (name, grad_output, input, weight, stride, padding): padded convolutions whose weight gradient reads the input
+# held on chip with its padding: 3 x 3 / 2 over two input-channel tiles (one partial), two images; a 3 x 3 stride-1
+# one; a 1-d kernel of 5 at stride 2.
+HELD_INPUT_CASES = [
+    ("3x3_stride2_padded", (2, 6, 4, 5), (2, 130, 8, 9), (6, 130, 3, 3), (2, 2), (1, 1)),
+    ("3x3_stride1_padded", (1, 7, 6, 5), (1, 40, 6, 5), (7, 40, 3, 3), (1, 1), (1, 1)),
+    ("1d_kernel5_stride2_padded", (2, 9, 8), (2, 36, 15), (9, 36, 5), (2,), (2,)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "go", "x", "w", "stride", "padding"), HELD_INPUT_CASES, ids=[c[0] for c in HELD_INPUT_CASES]
+)
+def test_weight_gradient_reads_the_input_with_its_padding_on_chip(name, go, x, w, stride, padding):
+    """A padded convolution's weight gradient reads the input's bands from one copy on chip, its padding's zeros
+    written there: no padded copy of the input is written to HBM (an allocation of the padded shape), and the
+    gradient stays PyTorch's."""
+    text = _weight_gradient_module(go, x, w, stride, tuple(1 for _ in stride), 1, padding)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    padded = (*x[:2], *(s + 2 * p for s, p in zip(x[2:], padding, strict=True)))
+    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    assert padded not in shapes, f"{name}: the input was copied to HBM with its padding"
+    [got] = run_function(module, inputs)
+    go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
+    zeros, ones = [0] * len(stride), [1] * len(stride)
+    expected = torch.ops.aten.convolution_backward(
+        go_t, x_t, w_t, None, list(stride), list(padding), ones, False, zeros, 1, [False, True, False]
+    )[1]
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} weight gradient")
 
 
 def _forward_module(
@@ -277,3 +390,81 @@ def test_convolution_over_transposed_rows(monkeypatch, name, x, w, stride, paddi
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
     expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=padding, dilation=dilation)
     numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
+
+
+# (name, input, weight, stride, padding, dilation, output): padded convolutions over the input held on chip with
+# its padding: 3 x 3 / 2 over two input-channel tiles (one partial) and two output-channel tiles; 3 x 3 stride 1
+# over 200 channels; a dilated 3 x 3 padded by 2.
+HELD_FORWARD_CASES = [
+    ("3x3_stride2_padded", (2, 130, 8, 9), (130, 130, 3, 3), (2, 2), (1, 1), (1, 1), (2, 130, 4, 5)),
+    ("3x3_stride1_padded", (1, 200, 6, 5), (7, 200, 3, 3), (1, 1), (1, 1), (1, 1), (1, 7, 6, 5)),
+    ("3x3_dilated_padded", (1, 40, 9, 10), (9, 40, 3, 3), (1, 1), (2, 2), (2, 2), (1, 9, 9, 10)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "w", "stride", "padding", "dilation", "out"),
+    HELD_FORWARD_CASES,
+    ids=[c[0] for c in HELD_FORWARD_CASES],
+)
+def test_convolution_reads_the_input_with_its_padding_on_chip(name, x, w, stride, padding, dilation, out):
+    """A padded convolution reads its bands from the input held on chip, its padding's zeros written there: no
+    padded copy of the input is written to HBM, and the output stays PyTorch's."""
+    text = _forward_module(x, w, stride, out, padding, dilation)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    padded = (*x[:2], *(s + 2 * p for s, p in zip(x[2:], padding, strict=True)))
+    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    assert padded not in shapes, f"{name}: the input was copied to HBM with its padding"
+    [got] = run_function(module, inputs)
+    x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
+    expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=padding, dilation=dilation)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
+
+
+def _transposed_module(x: tuple[int, ...], w: tuple[int, ...], padding: tuple[int, ...], out: tuple[int, ...]) -> str:
+    def tensor(shape: tuple[int, ...]) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}xf32>"
+
+    def array(values: tuple[int, ...]) -> str:
+        return f"array<i64: {', '.join(map(str, values))}>"
+
+    ones, zeros = tuple(1 for _ in padding), tuple(0 for _ in padding)
+    return f"""
+func.func @main(%x: {tensor(x)}, %w: {tensor(w)}) -> {tensor(out)} {{
+  %0 = torch.aten.convolution %x, %w, none {{stride = {array(ones)}, padding = {array(padding)}, dilation = {array(ones)}, transposed = true, output_padding = {array(zeros)}, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}) -> {tensor(out)}
+  func.return %0 : {tensor(out)}
+}}
+"""
+
+
+# (name, input, weight [Cin, Cout, K...], padding, output): stride-1 transposed convolutions (a stride-1
+# convolution's input gradient), whose input is read with a margin of the kernel's reach less the padding: 3 x 3
+# padded by 1 over two input-channel tiles (one partial), unpadded 3 x 3, a 1-d kernel of 5.
+HELD_TRANSPOSED_CASES = [
+    ("3x3_padded", (2, 130, 5, 6), (130, 9, 3, 3), (1, 1), (2, 9, 5, 6)),
+    ("3x3_unpadded", (1, 40, 4, 4), (40, 7, 3, 3), (0, 0), (1, 7, 6, 6)),
+    ("1d_kernel5", (2, 36, 9), (36, 11, 5), (1,), (2, 11, 11)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "w", "padding", "out"), HELD_TRANSPOSED_CASES, ids=[c[0] for c in HELD_TRANSPOSED_CASES]
+)
+def test_transposed_convolution_reads_the_input_with_its_margin_on_chip(name, x, w, padding, out):
+    """A stride-1 transposed convolution reads its input's bands from one copy on chip, the margin of zeros
+    written there: no padded copy of the input is written to HBM, and the output stays PyTorch's."""
+    text = _transposed_module(x, w, padding, out)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    reach = [k - 1 for k in w[2:]]
+    margined = (*x[:2], *(s + 2 * (r - p) for s, r, p in zip(x[2:], reach, padding, strict=True)))
+    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    assert margined not in shapes, f"{name}: the input was copied to HBM with its margin"
+    [got] = run_function(module, inputs)
+    x_t, w_t = (torch.from_numpy(a) for a in inputs)
+    transposed = torch.nn.functional.conv_transpose2d if len(padding) == 2 else torch.nn.functional.conv_transpose1d
+    expected = transposed(x_t, w_t, padding=padding)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} transposed convolution")
