@@ -369,7 +369,7 @@ def test_verification_after_each_stage_is_on_where_asked_for(monkeypatch, tmp_pa
 def test_the_verify_option_decides_whether_each_stage_is_verified(monkeypatch, verify):
     from neuron_mlir.lowering import pipelines
 
-    verified = []
+    verified: list[Any] = []
     monkeypatch.setattr(pipelines, "verify_module", verified.append)
     model, x, out = _mlp_run({"verify": verify, "cache": False})  # a cache hit would lower nothing
     assert_close_to_torch(out, model(x))

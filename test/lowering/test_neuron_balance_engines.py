@@ -8,6 +8,9 @@ block once and asks each buffer's users.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 from xdsl.context import Context
 from xdsl.ir import Operation
@@ -55,10 +58,10 @@ def _walks(tiles: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     walks = 0
     walk = Operation.walk
 
-    def counted(self: Operation, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    def counted(self: Operation, *args: Any, **kwargs: Any) -> Iterator[Operation]:
         nonlocal walks
         walks += 1
-        return walk(self, *args, **kwargs)  # type: ignore[arg-type]
+        return walk(self, *args, **kwargs)
 
     module = Parser(make_context(), _evacuated_then_stored(tiles)).parse_module()
     monkeypatch.setattr(Operation, "walk", counted)
