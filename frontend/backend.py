@@ -56,7 +56,7 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "stochastic_rounding", "cpu_ops", "cache",
-    "time_passes", "progress", "size_buckets",
+    "time_passes", "progress", "size_buckets", "verify",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -80,6 +80,11 @@ class CompileOptions:
     size_buckets: bool = True
     """Run a graph with symbolic sizes by one program per size bucket (`frontend.size_buckets`); False compiles
     it once per set of sizes, each program at the call's exact sizes."""
+    verify: bool = False
+    """Verify the IR after every stage of the pipeline. Off by default: the program each compile builds is
+    validated against the instruction set whatever this says (`runtime.validate`), and verifying each stage was
+    about a seventh of a large graph's compile; on in strict mode, with a debug directory, and in the test suite
+    (`NEURON_MLIR_VERIFY=1`), so a pass that breaks an invariant fails at its own stage there."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -95,6 +100,7 @@ class CompileOptions:
         get_target(target)  # a clear error for unknown targets
         strict = bool(options.get("strict", os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")))
         debug_dir = options.get("debug_dir", os.environ.get("NEURON_MLIR_DEBUG_DIR") or None)
+        verify = bool(options.get("verify", strict or bool(debug_dir) or _flag("NEURON_MLIR_VERIFY")))
         return CompileOptions(
             target=target,
             strict=strict,
@@ -107,6 +113,7 @@ class CompileOptions:
             auto_cast=auto_cast,
             stochastic_rounding=bool(options.get("stochastic_rounding", _flag("NEURON_RT_STOCHASTIC_ROUNDING_EN"))),
             size_buckets=bool(options.get("size_buckets", True)),
+            verify=verify,
         )
 
 

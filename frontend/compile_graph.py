@@ -519,7 +519,7 @@ def _compile_whole(
         if program is not None:
             stats_module.record_cache_hit()
         else:
-            program = _lower(module, name, debug_dir, imported_text, options.time_passes, progress)
+            program = _lower(module, name, debug_dir, imported_text, options.time_passes, progress, options.verify)
             if cache is not None and key is not None:
                 cache.put(key, program, metadata)
                 stats_module.record_cache_miss()
@@ -539,9 +539,10 @@ def _lower(
     imported: str | None = None,
     time_passes: bool = False,
     progress: CompileProgress | None = None,
+    verify: bool = True,
 ) -> ValidatedProgram:
     """The program of `module`, validated once here: its runs do not validate it again. `progress` hears of
-    each stage and pass."""
+    each stage and pass; `verify` verifies the IR after each stage (the imported module is verified either way)."""
     from xdsl.utils.exceptions import DiagnosticException
 
     from neuron_mlir import __version__
@@ -569,7 +570,9 @@ def _lower(
     timings: dict[str, float] = {}
     try:
         verify_module(module)
-        run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
+        run_pipeline(
+            Context(), module, after_stage=dump, timings=timings, before_pass=before_pass, verify_stages=verify
+        )
         if progress is not None:
             progress.step(f"{name}: bundle")
         started = time.perf_counter()
@@ -1038,7 +1041,9 @@ class ShapeSpecialisedGraph(PerSizes):
             if program is not None:
                 stats_module.record_cache_hit()
             else:
-                program = _lower(module, name, program_dir, imported_text, progress=progress)
+                program = _lower(
+                    module, name, program_dir, imported_text, progress=progress, verify=self.options.verify
+                )
                 if cache is not None:
                     cache.put(key, program, None)
                     stats_module.record_cache_miss()

@@ -54,6 +54,7 @@ into a panel) keep the engine the converter gave that buffer, so that they need 
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -577,16 +578,45 @@ def _assign(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> 
     return steps
 
 
-def _first_user(op: neuron.TensorCopyOp) -> Operation | None:
-    """The first operation after `op` in its block that touches its source or destination (inside a nested op
-    too), or the block's terminator."""
-    buffers = {op.src, op.dst}
-    following = op.next_op
-    while following is not None and following.next_op is not None:
-        if any(operand in buffers for inner in following.walk() for operand in inner.operands):
-            return following
-        following = following.next_op
-    return following
+class _FirstUsers:
+    """Per op of one block, the first operation after it that touches a given buffer: one numbering of the block
+    and, per buffer asked about, the sorted positions of the block's ops using it (inside a nested op too), so
+    each question is a binary search instead of a walk over the ops in between. The block must not change while
+    it is used."""
+
+    def __init__(self, block: Block):
+        self.block = block
+        self.ops = list(block.ops)
+        self.position = {op: index for index, op in enumerate(self.ops)}
+        self._users: dict[SSAValue, list[int]] = {}
+
+    def _positions(self, value: SSAValue) -> list[int]:
+        found = self._users.get(value)
+        if found is None:
+            at: set[int] = set()
+            for use in value.uses:
+                user: Operation | None = use.operation
+                while user is not None and user.parent_block() is not self.block:
+                    user = user.parent_op()
+                if user is not None:
+                    at.add(self.position[user])
+            found = self._users[value] = sorted(at)
+        return found
+
+    def first_user(self, op: neuron.TensorCopyOp) -> Operation | None:
+        """The first operation after `op` that touches its source or destination (inside a nested op too), or the
+        block's terminator; None for the block's last op."""
+        start = self.position[op]
+        last = len(self.ops) - 1
+        if start == last:
+            return None
+        first = last
+        for buffer in (op.src, op.dst):
+            positions = self._positions(buffer)
+            index = bisect.bisect_right(positions, start)
+            if index < len(positions):
+                first = min(first, positions[index])
+        return self.ops[first]
 
 
 def _sink_evacuations(block: Block, costs: InstructionCosts, steps: list[_Step] | None = None) -> None:
@@ -594,9 +624,10 @@ def _sink_evacuations(block: Block, costs: InstructionCosts, steps: list[_Step] 
     docstring) is shorter by more than `_SINK_BETTER` that way, as far as PSUM holds the longer lives
     (`_within_psum`). `steps`: the block's, when known already."""
     moves = []
-    for op in block.ops:
+    users = _FirstUsers(block)
+    for op in users.ops:
         if isinstance(op, neuron.TensorCopyOp) and _is_psum_evacuation(op):
-            user = _first_user(op)
+            user = users.first_user(op)
             if user is not None and user is not op.next_op:
                 moves.append((op, user))
     moves = _within_psum(block, moves, costs.target)
@@ -605,7 +636,8 @@ def _sink_evacuations(block: Block, costs: InstructionCosts, steps: list[_Step] 
     if steps is None:
         steps = _steps(block, costs)
     by_op = {step.op: step for step in steps}
-    sunk = [step for step in steps if step.op not in {copy for copy, _ in moves}]
+    moved = {copy for copy, _ in moves}
+    sunk = [step for step in steps if step.op not in moved]
     for copy, user in moves:
         following: Operation | None = user
         while following is not None and following not in by_op:

@@ -535,14 +535,26 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
 
     def wait_for(records: Records, footprint: Footprint) -> None:
         entries = records.entries
-        candidates = [(entries[key], key) for key in records.overlapping(footprint) if key[0] != queue]
+        # records whose partitions or hulls miss the footprint's cannot conflict (`_State.conflict`'s first
+        # tests, here before the sort: most candidates of a large group fail them)
+        p_low, p_high, low, high = footprint.p_low, footprint.p_high, footprint.full_low, footprint.full_high
+        candidates = [
+            (entries[key], key)
+            for key in records.overlapping(footprint)
+            if key[0] != queue
+            and key[1].p_low < p_high
+            and p_low < key[1].p_high
+            and key[1].full_low < high
+            and low < key[1].full_high
+        ]
         # newest first: once a queue has a conflicting record, its older ones need no test
         candidates.sort(key=_sequence_of, reverse=True)
+        exact = footprint.exact
         for (sequence, instruction_id), (record_queue, record_footprint, passes, guard) in candidates:
             known = latest.get(record_queue)
             if known is not None and known[0] >= sequence:
                 continue  # a later instruction of that queue is waited on already
-            if state.conflict(record_footprint, passes, footprint):
+            if (exact and record_footprint.exact) or state.conflict(record_footprint, passes, footprint):
                 if state.issued(guard, sequence):
                     latest[record_queue] = (sequence, instruction_id)
                 else:  # waited on, but the queue's older conflicting instances are still looked for

@@ -193,13 +193,14 @@ def placed_bytes(alloc: neuron.AllocOp, target: Target) -> int:
     return size
 
 
-def _used_from(alloc: neuron.AllocOp, block: Block, positions: dict[Operation, int], start: int) -> bool:
-    """Whether `alloc`'s buffer is used in `block`'s op at `start` or after it (`positions`: each op's index)."""
+def _used_from(alloc: neuron.AllocOp, block: Block, before: set[Operation]) -> bool:
+    """Whether `alloc`'s buffer is used in one of `block`'s ops that is not in `before` (the ops before an
+    anchor)."""
     for use in alloc.buffer.uses:
         user: Operation | None = use.operation
         while user is not None and user.parent_block() is not block:
             user = user.parent_op()
-        if user is not None and positions[user] >= start:
+        if user is not None and user not in before:
             return True
     return False
 
@@ -211,20 +212,25 @@ def live_beside(loop: scf.ForOp, memory: Memory, target: Target) -> int:
     while (block := anchor.parent_block()) is not None:
         owner = block.parent_op()
         in_loop_body = isinstance(owner, scf.ForOp)  # the allocator keeps a loop body's buffers for all of it
-        # one numbering per block, made when an alloc before the anchor needs it: a function's top-level block
-        # holds thousands of ops, and few allocs of PSUM
-        positions: dict[Operation, int] | None = None
+        # outside a loop body, an alloc before the anchor counts when its buffer is used at the anchor or after
+        # it: the ops before the anchor are collected on the way to it, once an alloc needs them (a function's
+        # top-level block holds thousands of ops, and few allocs of PSUM)
+        before: set[Operation] = set()
+        allocs: list[neuron.AllocOp] = []
         for op in block.ops:
-            if op is anchor and not in_loop_body:
-                break
-            if not isinstance(op, neuron.AllocOp) or op.memory is not memory:
+            if in_loop_body:
+                if isinstance(op, neuron.AllocOp) and op.memory is memory:
+                    total += placed_bytes(op, target)
                 continue
-            if not in_loop_body:
-                if positions is None:
-                    positions = {other: index for index, other in enumerate(block.ops)}
-                if not _used_from(op, block, positions, positions[anchor]):
-                    continue
-            total += placed_bytes(op, target)
+            if op is anchor:
+                break
+            if isinstance(op, neuron.AllocOp) and op.memory is memory:
+                allocs.append(op)
+            if allocs:
+                before.add(op)
+        for alloc in allocs:
+            if _used_from(alloc, block, before):
+                total += placed_bytes(alloc, target)
         if owner is None or isinstance(owner, func.FuncOp):
             break
         anchor = owner

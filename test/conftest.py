@@ -1,12 +1,16 @@
-"""Shared pytest setup: the `support` helpers importable from every test, a clean torch.compile state, and the
-`--real-width` option that adds the slow cases of the real-width model set (`make models`)."""
+"""Shared pytest setup: the `support` helpers importable from every test, the IR verified after every stage of
+every compile, a clean torch.compile state, and the `--real-width` option that adds the slow cases of the real-width model set (`make models`)."""
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# every compile of the suite, and of the processes it starts, verifies the IR after each stage: a pass that breaks
+# an invariant fails at its own stage (the `verify` option, off by default)
+os.environ.setdefault("NEURON_MLIR_VERIFY", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

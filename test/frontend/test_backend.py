@@ -353,6 +353,30 @@ def test_time_per_pass_is_reported_by_a_flag(capsys):
     assert set(neuron_mlir.stats()["pass_seconds"]) >= {"convert-torch-to-tile", "neuron-insert-sync"}
 
 
+def test_verification_after_each_stage_is_on_where_asked_for(monkeypatch, tmp_path):
+    monkeypatch.delenv("NEURON_MLIR_VERIFY", raising=False)
+    monkeypatch.delenv("NEURON_MLIR_STRICT", raising=False)
+    monkeypatch.delenv("NEURON_MLIR_DEBUG_DIR", raising=False)
+    assert not CompileOptions.from_user({}).verify
+    assert CompileOptions.from_user({"strict": True}).verify
+    assert CompileOptions.from_user({"debug_dir": str(tmp_path)}).verify
+    assert not CompileOptions.from_user({"strict": True, "verify": False}).verify
+    monkeypatch.setenv("NEURON_MLIR_VERIFY", "1")
+    assert CompileOptions.from_user({}).verify
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_the_verify_option_decides_whether_each_stage_is_verified(monkeypatch, verify):
+    from neuron_mlir.lowering import pipelines
+
+    verified: list[Any] = []
+    monkeypatch.setattr(pipelines, "verify_module", verified.append)
+    model, x, out = _mlp_run({"verify": verify, "cache": False})  # a cache hit would lower nothing
+    assert_close_to_torch(out, model(x))
+    stages = len(pipelines.DEFAULT_PIPELINE)
+    assert len(verified) == (2 * stages if verify else 0)  # the forward and the backward graph
+
+
 def test_debug_dir_of_a_failing_compile_reproduces_it_with_the_printed_command(tmp_path, monkeypatch):
     monkeypatch.setenv("NEURON_MLIR_DEBUG_DIR", str(tmp_path))
     compiled = torch.compile(ManyBags(), backend="neuron-mlir", options={"strict": True})
