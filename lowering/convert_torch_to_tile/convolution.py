@@ -2656,6 +2656,23 @@ def _phases(size: int, kernel: int, stride: int, padding: int, dilation: int) ->
     return phases
 
 
+def _phase_shifts(
+    in_spatial: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+) -> tuple[list[list[_Phase]], list[int], list[list[int]]]:
+    """Per spatial dim: its phases, the positions of the largest (residue 0) and every tap's shift."""
+    phases = [
+        _phases(size, k, st, p, d)
+        for size, k, st, p, d in zip(in_spatial, kernel, stride, padding, dilation, strict=True)
+    ]
+    positions = [dim[0].count for dim in phases]
+    shifts = [[shift for phase in dim for _, shift in phase.taps] for dim in phases]
+    return phases, positions, shifts
+
+
 def phase_padding(
     in_spatial: Sequence[int],
     out_spatial: Sequence[int],
@@ -2666,12 +2683,7 @@ def phase_padding(
 ) -> tuple[list[int], list[int]] | None:
     """The zeros `emit_phase_input_gradient` reads before and after grad_output along each spatial dim (where its
     taps' shifts reach past it), or None when along some dim no tap reaches any input position."""
-    phases = [
-        _phases(size, k, st, p, d)
-        for size, k, st, p, d in zip(in_spatial, kernel, stride, padding, dilation, strict=True)
-    ]
-    positions = [dim[0].count for dim in phases]
-    shifts = [[shift for phase in dim for _, shift in phase.taps] for dim in phases]
+    _, positions, shifts = _phase_shifts(in_spatial, kernel, stride, padding, dilation)
     if any(not s for s in shifts):
         return None
     low = [-min(s) for s in shifts]
@@ -2712,13 +2724,8 @@ def emit_phase_input_gradient(
     rank = len(kernel)
     taps = math.prod(kernel)
     w_type = element_type_of(w)
-    phases = [
-        _phases(size, k, st, p, d)
-        for size, k, st, p, d in zip(in_spatial, kernel, stride, padding, dilation, strict=True)
-    ]
     # per dim: the phase positions (of residue 0, the most) and the shifts' range
-    positions = [dim[0].count for dim in phases]
-    shifts = [[shift for phase in dim for _, shift in phase.taps] for dim in phases]
+    phases, positions, shifts = _phase_shifts(in_spatial, kernel, stride, padding, dilation)
     if any(not s for s in shifts):
         return None  # no tap reaches any input position along a dim (the gradient is zero): the general path
     low = [min(s) for s in shifts]
