@@ -327,13 +327,13 @@ def _fold_slabs(
     folded in index order (eager's order for a reduction over outer dims). Past `SLABS_PER_PASS` slabs, each
     later pass folds the partial result in `out` with the next slabs."""
     layout = layout_of(source)
-    reduced_layout = layout.permute(space.chosen)
+    reduced_strides = [layout.strides[d] for d in space.chosen]
     dims = [d for d in range(layout.rank) if d not in space.chosen or keepdim]
     shape = tuple(1 if d in space.chosen else layout.shape[d] for d in dims)
     strides = tuple(0 if d in space.chosen else layout.strides[d] for d in dims)
     offsets = [
-        layout.offset + sum(i * s for i, s in zip(index, reduced_layout.strides, strict=True))
-        for index in itertools.product(*(range(n) for n in reduced_layout.shape))
+        layout.offset + sum(i * s for i, s in zip(index, reduced_strides, strict=True))
+        for index in itertools.product(*(range(layout.shape[d]) for d in space.chosen))
     ]
     combine = _COMBINE[op]
 

@@ -16,7 +16,7 @@ import torch
 from support import numpy_close
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import IntegerAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 
@@ -24,6 +24,19 @@ from neuron_mlir.ir.context import make_context
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.semantics import random_inputs, run_function
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass, convolution
+
+
+def _lowered(text: str) -> tuple[ModuleOp, list[np.ndarray]]:
+    """The torch-level module `text` through convert-torch-to-tile, and random inputs for it."""
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    return module, inputs
+
+
+def _allocated_shapes(module: ModuleOp) -> list[tuple[int, ...]]:
+    """The shapes of the tensors the lowered `module` allocates in HBM."""
+    return [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
 
 
 def _weight_gradient_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...],
@@ -72,9 +85,7 @@ def _weight_gradient_matches(name, go, x, w, stride, dilation, groups, padding=N
     """Convert the weight gradient's torch function to tile IR and run it against PyTorch's."""
     padding = padding or tuple(0 for _ in stride)
     text = _weight_gradient_module(go, x, w, stride, dilation, groups, padding)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     [got] = run_function(module, inputs)
     go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
     _, expected, _ = torch.ops.aten.convolution_backward(
@@ -190,9 +201,7 @@ def test_weight_gradient_products_emitted_after_the_input_gradient(monkeypatch, 
 
     monkeypatch.setattr(convolution, "_weight_gradient_resident", recording)
     text = _backward_module(go, x, w, stride)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     assert later == [True], f"{name}: the weight gradient's products were not left for after the input gradient"
     got = run_function(module, inputs)
     go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
@@ -253,9 +262,7 @@ def test_grad_output_loaded_once_for_both_gradients(name, go, x, w, stride, with
     input gradient's phases read written there): each element is loaded once, where each gradient loaded it
     before (and the input gradient read a padded copy written to HBM). The gradients stay PyTorch's."""
     text = _backward_module(go, x, w, stride, with_bias)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     grad_output = next(op for op in module.walk() if isinstance(op, func.FuncOp)).args[0]
     assert _elements_loaded(module, grad_output) == math.prod(go), f"{name}: grad_output was loaded more than once"
     got = run_function(module, inputs)
@@ -287,11 +294,9 @@ def test_weight_gradient_reads_the_input_with_its_padding_on_chip(name, go, x, w
     written there: no padded copy of the input is written to HBM (an allocation of the padded shape), and the
     gradient stays PyTorch's."""
     text = _weight_gradient_module(go, x, w, stride, tuple(1 for _ in stride), 1, padding)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     padded = (*x[:2], *(s + 2 * p for s, p in zip(x[2:], padding, strict=True)))
-    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    shapes = _allocated_shapes(module)
     assert padded not in shapes, f"{name}: the input was copied to HBM with its padding"
     [got] = run_function(module, inputs)
     go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
@@ -342,9 +347,7 @@ def test_interleaved_weight_rows_give_the_convolution(monkeypatch, name, x, w, s
 
     monkeypatch.setattr(convolution, "_interleaved_weight_panel", recording)
     text = _forward_module(x, w, stride, out)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     assert taken, f"{name}: the weight rows were not interleaved"
     [got] = run_function(module, inputs)
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
@@ -382,9 +385,7 @@ def test_convolution_over_transposed_rows(monkeypatch, name, x, w, stride, paddi
 
     monkeypatch.setattr(convolution, "emit_row_convolution", recording)
     text = _forward_module(x, w, stride, out, padding, dilation)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     assert taken, f"{name}: the convolution did not take the transposed rows"
     [got] = run_function(module, inputs)
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
@@ -411,11 +412,9 @@ def test_convolution_reads_the_input_with_its_padding_on_chip(name, x, w, stride
     """A padded convolution reads its bands from the input held on chip, its padding's zeros written there: no
     padded copy of the input is written to HBM, and the output stays PyTorch's."""
     text = _forward_module(x, w, stride, out, padding, dilation)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     padded = (*x[:2], *(s + 2 * p for s, p in zip(x[2:], padding, strict=True)))
-    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    shapes = _allocated_shapes(module)
     assert padded not in shapes, f"{name}: the input was copied to HBM with its padding"
     [got] = run_function(module, inputs)
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
@@ -456,12 +455,10 @@ def test_transposed_convolution_reads_the_input_with_its_margin_on_chip(name, x,
     """A stride-1 transposed convolution reads its input's bands from one copy on chip, the margin of zeros
     written there: no padded copy of the input is written to HBM, and the output stays PyTorch's."""
     text = _transposed_module(x, w, padding, out)
-    inputs = random_inputs(Parser(make_context(), text).parse_module())
-    module = Parser(make_context(), text).parse_module()
-    ConvertTorchToTilePass().apply(Context(), module)
+    module, inputs = _lowered(text)
     reach = [k - 1 for k in w[2:]]
     margined = (*x[:2], *(s + 2 * (r - p) for s, r, p in zip(x[2:], reach, padding, strict=True)))
-    shapes = [tuple(op.memref.type.get_shape()) for op in module.walk() if isinstance(op, memref.AllocOp)]
+    shapes = _allocated_shapes(module)
     assert margined not in shapes, f"{name}: the input was copied to HBM with its margin"
     [got] = run_function(module, inputs)
     x_t, w_t = (torch.from_numpy(a) for a in inputs)
