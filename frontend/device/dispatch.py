@@ -545,12 +545,21 @@ def _masks_an_index(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> bool:
 def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> tuple[Any, ...]:
     """The arguments with Python numbers where the schema takes a tensor as 0-d CPU tensors. A C++ composite
     passes a scalar operand as a wrapped-number tensor (`remainder(indices, 5)` within `take_along_dim`), which
-    reaches Python as the number; a 0-d CPU tensor of the dtype a number promotes as (int64, the default float
-    dtype, bool, complex) takes part in type promotion as the number does."""
+    reaches Python as the number. A 0-d tensor of the dtype the number alone promotes as (int64, the default float
+    dtype, bool, complex) takes part in type promotion as the number does beside a tensor of one dimension or
+    more, but it outranks a wrapped number beside 0-d tensors (a 0-d bf16 tensor times 0.5 is bf16, times a 0-d
+    float32 tensor float32): there it takes the dtype the 0-d tensors and the number promote to."""
     values = list(args)
+    tensors = [values[i] for i in tensor_arguments if i < len(values) and isinstance(values[i], torch.Tensor)]
+    beside_0d = bool(tensors) and all(t.dim() == 0 for t in tensors)
     for index in tensor_arguments:
         if index < len(values) and isinstance(values[index], _NUMBERS):
-            values[index] = torch.tensor(values[index])
+            number = values[index]
+            if beside_0d:
+                peer = torch.empty((), dtype=functools.reduce(torch.promote_types, [t.dtype for t in tensors]))
+                values[index] = torch.tensor(number, dtype=torch.result_type(peer, number))
+            else:
+                values[index] = torch.tensor(number)
     return tuple(values)
 
 

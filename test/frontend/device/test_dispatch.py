@@ -214,3 +214,25 @@ def test_index_put_in_place_runs_on_the_device(monkeypatch, fresh_eager):
     device.index_put_((rows.to("neuron"),), values.to("neuron"), accumulate=True)
     same(device, BASE.clone().index_put_((rows,), values, accumulate=True))
     assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops
+
+
+@pytest.mark.parametrize(
+    ("dtype", "number"),
+    [(torch.bfloat16, 0.5), (torch.float16, 0.25), (torch.int32, 3), (torch.int32, 2.5), (torch.float32, 1j)],
+)
+def test_a_number_beside_0d_tensors_promotes_as_a_wrapped_number(monkeypatch, fresh_eager, dtype, number):
+    # `x * 0.5` reaches the device's kernel with the number where the schema takes a tensor; beside 0-d tensors
+    # a 0-d float32 stand-in would outrank the bf16 operand, where the number does not
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    x = torch.tensor(3, dtype=dtype)
+    for result, expected in ((x.to("neuron") * number, x * number), (number - x.to("neuron"), number - x)):
+        assert result.dtype == expected.dtype
+        assert_close_to_torch(result.cpu(), expected)
+    assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops
+
+
+def test_a_number_beside_a_tensor_with_dimensions_keeps_its_own_dtype(monkeypatch, fresh_eager):
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    x, y = torch.tensor([1.5, 2.5], dtype=torch.bfloat16), torch.tensor(2.0)
+    result = torch.trapezoid(x.to("neuron"), dx=0.5), x.to("neuron") * y.to("neuron") * 0.5
+    assert [r.dtype for r in result] == [torch.trapezoid(x, dx=0.5).dtype, (x * y * 0.5).dtype]

@@ -51,6 +51,13 @@
 // CHECK-LABEL: func.func @windows
 // CHECK:       neuron.dma_copy dma dst %h[64, {{.*}} {queue = 1 : i64}
 // CHECK:       neuron.dma_copy dma dst %u[{{.*}} {queue = 2 : i64}
+// A nest of more DMAs than queues shares queues, loads with loads and stores with stores: its seventeenth DMA, a
+// load, goes behind a load although a store's queue frees first, since each trip would put it behind that store,
+// which waits for the trip's compute.
+// CHECK-LABEL: func.func @pairs_by_direction
+// CHECK-COUNT-8: neuron.dma_copy dma dst %y{{.*}} {queue = {{[0-7]}} : i64}
+// CHECK:       neuron.dma_copy dma dst %a0{{.*}} {queue = 8 : i64}
+// CHECK:       neuron.dma_copy dma dst %b{{.*}} {queue = {{8|9|1[0-5]}} : i64}
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
   func.func @scale_rows(%x: memref<8x128x64xf32, #mem<hbm>>, %y: memref<8x128x64xf32, #mem<hbm>>) {
     %c0 = arith.constant 0 : index
@@ -198,5 +205,46 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.dma_copy dma dst %u[0:1, 0, [[1, 64]]], src %h[0, [[1, 64]]] {queue = 0 : i64} : memref<1x64xf32, #mem<sbuf>>, memref<4x64xf32, #mem<hbm>>
     neuron.dma_copy dma dst %out[0, [[1, 64]]], src %u[0:1, 0, [[1, 64]]] {queue = 0 : i64} : memref<1x64xf32, #mem<hbm>>, memref<1x64xf32, #mem<sbuf>>
     func.return %h, %out : memref<4x64xf32, #mem<hbm>>, memref<1x64xf32, #mem<hbm>>
+  }
+  func.func @pairs_by_direction(%x: memref<8x128x4096xf32, #mem<hbm>>, %y: memref<8x128x64xf32, #mem<hbm>>, %z: memref<128x64xf32, #mem<hbm>>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    scf.for %i = %c0 to %c1 step %c1 {
+      %s0 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %s0[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %s1 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[8192, [[64, 128], [1, 64]]], src %s1[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %s2 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[16384, [[64, 128], [1, 64]]], src %s2[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %s3 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[24576, [[64, 128], [1, 64]]], src %s3[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %s4 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[32768, [[64, 128], [1, 64]]], src %s4[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %s5 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[40960, [[64, 128], [1, 64]]], src %s5[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %s6 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[49152, [[64, 128], [1, 64]]], src %s6[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %s7 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[57344, [[64, 128], [1, 64]]], src %s7[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+      %a0 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a0[0:128, 0, [[1, 4096]]], src %x[0, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %a1 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a1[0:128, 0, [[1, 4096]]], src %x[524288, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %a2 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a2[0:128, 0, [[1, 4096]]], src %x[1048576, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %a3 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a3[0:128, 0, [[1, 4096]]], src %x[1572864, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %a4 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a4[0:128, 0, [[1, 4096]]], src %x[2097152, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %a5 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a5[0:128, 0, [[1, 4096]]], src %x[2621440, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %a6 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a6[0:128, 0, [[1, 4096]]], src %x[3145728, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %a7 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %a7[0:128, 0, [[1, 4096]]], src %x[3670016, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<8x128x4096xf32, #mem<hbm>>
+      %b = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %b[0:128, 0, [[1, 64]]], src %z[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+    }
+    func.return
   }
 }

@@ -132,6 +132,76 @@ func.func @bandwidth_bound(%x: memref<6x128x16384xbf16, #mem<hbm>>, %y: memref<6
 
 // -----
 
+// A loop nested in the body that only computes (a matmul's K loop over the chunk the body loaded) does not keep
+// the body from being unrolled: the nested loop is copied with it, so the next trip's load goes to a buffer of its
+// own instead of waiting for the compute of this one. Four trips: two copies.
+// CHECK-LABEL: func.func @nested_compute_loop
+// TWO-LABEL:   func.func @nested_compute_loop
+func.func @nested_compute_loop(%x: memref<4x128x64xf32, #mem<hbm>>, %y: memref<4x128x64xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %c8192 = arith.constant 8192 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    %offset = arith.muli %i, %c8192 : index
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<4x128x64xf32, #mem<hbm>>
+    scf.for %j = %c0 to %c3 step %c1 {
+      neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+    }
+    neuron.dma_copy dma dst %y[%offset + 0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<4x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  }
+  func.return
+}
+// CHECK:       scf.for %{{.*}} = %c0 to %c4 step %c2 {
+// CHECK-NEXT:    %[[A:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+// CHECK:         neuron.dma_copy dma dst %[[A]]
+// CHECK-NEXT:    scf.for %{{.*}} = %c0{{.*}} to %c3 step %c1{{.*}} {
+// CHECK-NEXT:      neuron.activation scalar dst %[[A]]
+// CHECK-NEXT:    }
+// CHECK:         %[[B:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+// CHECK:         neuron.dma_copy dma dst %[[B]]
+// CHECK-NEXT:    scf.for %{{.*}} = %c0{{.*}} to %c3 step %c1{{.*}} {
+// CHECK-NEXT:      neuron.activation scalar dst %[[B]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    neuron.dma_copy dma dst %y
+// CHECK-NEXT:  }
+// CHECK-NEXT:  func.return
+// TWO:         scf.for %{{.*}} = %c0 to %c4 step %c2 {
+
+// -----
+
+// A loop nested in the body that moves data is the one unrolled; the loop around it stays rolled.
+// CHECK-LABEL: func.func @nested_moving_loop
+func.func @nested_moving_loop(%x: memref<4x128x64xf32, #mem<hbm>>, %y: memref<4x128x64xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c8192 = arith.constant 8192 : index
+  %c16384 = arith.constant 16384 : index
+  scf.for %i = %c0 to %c2 step %c1 {
+    %base = arith.muli %i, %c16384 : index
+    scf.for %j = %c0 to %c2 step %c1 {
+      %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      %row = arith.muli %j, %c8192 : index
+      %offset = arith.addi %base, %row : index
+      neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<4x128x64xf32, #mem<hbm>>
+      neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[%offset + 0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<4x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+    }
+  }
+  func.return
+}
+// CHECK:       scf.for %{{.*}} = %c0{{.*}} to %c2 step %c1{{.*}} {
+// CHECK-NOT:     scf.for
+// CHECK-COUNT-2: neuron.activation
+// CHECK-NOT:     neuron.activation
+// CHECK:       func.return
+
+// -----
+
 // A loop without data movement has nothing to overlap and stays as it is.
 // CHECK-LABEL: func.func @no_dma
 // TWO-LABEL:   func.func @no_dma
