@@ -715,10 +715,12 @@ class _Attention:
 
     def collection(self, em: LoopNestBuilder, heads: list[_Head], blocks: int, columns: int) -> list[SSAValue]:
         """Empty tiles collecting the heads' query tiles: every head's output rows of `blocks` tiles in one tile
-        (head h at [:, :, h, :], stored in one DMA), then, with `columns`, each head's log-sum-exp columns of that
-        many tiles."""
-        grouped = (len(heads),) if heads[0].batch else ()
-        rows = sbuf_tile((PARTITION_TILE, blocks, *grouped, self.value_head), self.out_type)
+        (head h at [:, :, h Ev : (h + 1) Ev], stored in one DMA), then, with `columns`, each head's log-sum-exp
+        columns of that many tiles. The heads' features are one free dimension, as the rows lie in the output
+        (`heads_beside_features`): a query tile of the collected heads is then a window of the output's rows
+        [128, H Ev], which tile-fuse-loops can hand to a later load of those rows (the attention projection's)
+        without the HBM round trip."""
+        rows = sbuf_tile((PARTITION_TILE, blocks, len(heads) * self.value_head), self.out_type)
         collected: list[SSAValue] = [em.insert(tile.EmptyOp(rows)).result]
         if self.lse is not None and columns:
             for _ in heads:
@@ -760,13 +762,11 @@ class _Attention:
         lse: SSAValue | None,
         first: int = 0,
     ) -> list[SSAValue]:
-        """`values` (every head's output rows [128, tiles, heads, Ev] of the query tiles from `first` on, then per
+        """`values` (every head's output rows [128, tiles, heads Ev] of the query tiles from `first` on, then per
         head its log-sum-exp [128, tiles] when used) with query tile t of head h written in."""
         values = list(values)
-        rows = values[0].type
-        assert isinstance(rows, TileType)
         block = em.index(em.add(t, -first))
-        at = [block, em.index(h), em.index(0)] if len(rows.get_shape()) == 4 else [block, em.index(0)]
+        at = [block, em.index(h * self.value_head)]
         values[0] = em.insert(tile.InsertOp(out, values[0], at)).result
         if lse is not None:
             values[1 + h] = em.insert(tile.InsertOp(lse, values[1 + h], [em.index(t)])).result
@@ -1273,16 +1273,26 @@ def heads_beside_features(
 def store_head_rows(
     em: LoopNestBuilder, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int, first: int = 0
 ) -> None:
-    """[128, blocks, width] rows (block t at [:, t, :]) into rows [128 first, 128 (first + blocks)) of one head, or
-    [128, blocks, heads, width] rows into those of consecutive heads (`batch` indexes the first, head h at [:, :,
-    h, :]): one DMA. With the heads beside the features in HBM (`heads_beside_features`), a row of those heads is
-    one contiguous run, and a DMA's rate grows with its runs (one head's 64 bf16 features, 128 bytes, move at a
-    quarter of the DMA engines' rate)."""
-    rank = len(batch) + 2
-    split = split_axis(em, tensor, rank - 2, first + blocks, PARTITION_TILE)
-    indices = [em.index(i) for i in (*batch, first, 0, 0)]
-    heads = (rank - 3,) if len(rows.type.get_shape()) == 4 else ()  # type: ignore[attr-defined]
-    em.insert(tile.StoreOp(rows, split, indices, dims=(rank - 1, rank - 2, *heads, rank)))
+    """[128, blocks, heads * width] rows (block t at [:, t, :], head h at columns [h width, (h + 1) width)) into
+    rows [128 first, 128 (first + blocks)) of consecutive heads (`batch` indexes the first; one head without a head
+    dimension): one DMA. The heads lie beside the features in HBM (`heads_beside_features`), so a row of those
+    heads is one contiguous run, and a DMA's rate grows with its runs (one head's 64 bf16 features, 128 bytes,
+    move at a quarter of the DMA engines' rate)."""
+    if not batch:
+        split = split_axis(em, tensor, 0, first + blocks, PARTITION_TILE)
+        em.insert(tile.StoreOp(rows, split, [em.index(i) for i in (first, 0, 0)], dims=(1, 0, 2)))
+        return
+    layout = layout_of(tensor)
+    *outer, heads, length, width = layout.shape
+    *outer_strides, head_stride, row_stride, width_stride = layout.strides
+    if head_stride != width or width_stride != 1 or row_stride != heads * width:
+        raise ValueError(f"attention rows are stored with the heads beside the features, not as {layout}")
+    merged = view(em, tensor, Layout((*outer, length, heads * width), (*outer_strides, row_stride, 1), layout.offset))
+    rank = len(outer)
+    split = split_axis(em, merged, rank, first + blocks, PARTITION_TILE)
+    *outer_index, head = batch
+    indices = [em.index(i) for i in (*outer_index, first, 0, em.mul(head, width))]
+    em.insert(tile.StoreOp(rows, split, indices, dims=(rank + 1, rank, rank + 2)))
 
 
 def store_log_sum_exp(em: LoopNestBuilder, columns: SSAValue, tensor: SSAValue, batch: list[Index]) -> None:

@@ -43,15 +43,16 @@ builtin.module attributes {neuron.target = #neuron.target<trn1>} {
 // CHECK:       tile.matmul %{{.*}}, %[[KT]] :
 // CHECK:       tile.matmul %{{.*}}, %[[KT]] :
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
-// Both query heads' rows leave in one store; then the second group loads key/value head 1's keys.
-// CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
+// Both query heads' rows leave in one store, as [128, query tiles, heads * 64] (a row of the two heads is one
+// run of the output's [256, 4 * 64] rows); then the second group loads key/value head 1's keys.
+// CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x128xbf16, sbuf>, memref<1x2x128x256xbf16
 // CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // The second group ends the kernel: its first trip's rows (query tile 0 of heads 2 and 3) leave before its last
 // trip's p^T and products, and the last trip's rows (query tile 1) in a store of their own after them, so that the
 // kernel's last DMA carries one trip's rows.
-// CHECK:       tile.store %{{.*}}[%c0, %c2, %c0, %c0, %c0] {{.*}} : !tile.tile<128x1x2x64xbf16, sbuf>
+// CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c128] {{.*}} : !tile.tile<128x1x128xbf16, sbuf>
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
-// CHECK:       tile.store %{{.*}}[%c0, %c2, %c1, %c0, %c0] {{.*}} : !tile.tile<128x1x2x64xbf16, sbuf>
+// CHECK:       tile.store %{{.*}}[%c0, %c1, %c0, %c128] {{.*}} : !tile.tile<128x1x128xbf16, sbuf>
 // CHECK-NOT:   tile.store
 
 // -----
