@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 from xdsl.context import Context
@@ -481,6 +482,7 @@ class _Piece:
     shape: tuple[int, ...]  # per tile dimension
     value: SSAValue
     tensor_work: int  # TensorE ops of the block before its store (`_forward`)
+    transfer: Operation | None = None  # the store (or load) itself
 
     def box(self) -> list[tuple[int, int]]:
         extents = dict(zip(self.dims, self.shape, strict=True))
@@ -542,7 +544,7 @@ def _piece(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, value: SSAValue, te
     if any(first is None for first in start):
         return None
     return _Piece(
-        tensor.type, dims, tuple(s for s in start if s is not None), op.tile_type().get_shape(), value, tensor_work
+        tensor.type, dims, tuple(s for s in start if s is not None), op.tile_type().get_shape(), value, tensor_work, op
     )
 
 
@@ -697,35 +699,59 @@ def _windows(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> list[
 
 
 def _assemble_windows(block: Block, load: tile.LoadOp, windows: list[_Window]) -> SSAValue:
-    """`load`'s tile built on chip from windows of stored tiles: an empty tile, an extract and an insert each."""
-    empty = tile.EmptyOp(load.tile_type())
-    new_ops: list[Operation] = [empty]
-    value = empty.result
+    """`load`'s tile built on chip from windows of stored tiles: an empty tile, an extract and an insert each.
 
-    def constant(number: int) -> SSAValue:
+    Each window's copy comes right after the store of its tile (windows in the order of their stores), not at the
+    load: the engines copy the early tiles' windows while later ones are computed (attention's groups of heads), so
+    that the load's tile is whole soon after the last store rather than after every copy."""
+    empty = tile.EmptyOp(load.tile_type())
+    value = empty.result
+    placed: list[tuple[Operation | None, list[Operation]]] = [(None, [empty])]
+
+    def constant(number: int, ops: list[Operation]) -> SSAValue:
         op = arith.ConstantOp(IntegerAttr(number, IndexType()))
-        new_ops.append(op)
+        ops.append(op)
         return op.result
 
     for window in windows:
+        ops: list[Operation] = []
         part = window.piece.value
         part_type = part.type
         assert isinstance(part_type, TileType)
         shape = part_type.get_shape()
         if window.fixed:
             kept = shape[1 + len(window.fixed) :]
-            indices = [constant(i) for i in window.fixed] + [constant(0) for _ in kept]
+            indices = [constant(i, ops) for i in window.fixed] + [constant(0, ops) for _ in kept]
             extract = tile.ExtractOp(
                 part, indices, TileType((shape[0], *kept), part_type.element_type, part_type.memory)
             )
-            new_ops.append(extract)
+            ops.append(extract)
             part = extract.result
-        insert = tile.InsertOp(part, value, [constant(i) for i in window.at])
-        new_ops.append(insert)
+        insert = tile.InsertOp(part, value, [constant(i, ops) for i in window.at])
+        ops.append(insert)
         value = insert.result
-    for new in new_ops:
-        new.location = load.location
-        block.insert_op_before(new, load)
+        store = window.piece.transfer
+        placed.append((store if store is not None and store.parent_block() is block else None, ops))
+    stores = [store for store, _ in placed[1:] if store is not None]
+    in_order = len(stores) == len(windows) and all(
+        earlier is later or earlier.is_before_in_block(later) for earlier, later in pairwise(stores)
+    )
+    last_after: dict[Operation, Operation] = {}
+    for store, ops in placed:
+        for new in ops:
+            new.location = load.location
+        if not in_order:
+            for new in ops:
+                block.insert_op_before(new, load)
+        elif store is None:  # the empty tile, before the first store
+            for new in ops:
+                block.insert_op_before(new, stores[0])
+        else:
+            anchor = last_after.get(store, store)  # after the store and this tile's copies already placed there
+            for new in ops:
+                block.insert_op_after(new, anchor)
+                anchor = new
+            last_after[store] = anchor
     return value
 
 

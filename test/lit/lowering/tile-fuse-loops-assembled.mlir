@@ -54,20 +54,25 @@ func.func @main(%x: tensor<256x256xbf16>, %w1: tensor<256x768xbf16>, %w3: tensor
 // Stored tiles of another view of the tensor: attention collects each group of three heads' rows as [128, query
 // tiles, 3 * 64] and stores them through a view of its output as [query tiles, 128, 6 * 64]; the projection loads
 // the output's rows [128, 384] per query tile. Each row tile is built from a window of each group's tile (its
-// query tile, all of the group's columns), the attention output never reaches HBM, and the projection's
-// transposes read the built rows.
+// query tile, all of the group's columns), each window copied right after its group's rows are whole (the store's
+// place), so the first group's copies run while the second group computes; the attention output never reaches
+// HBM, and the projection's transposes read the built rows.
 // CHECK-LABEL: func.func @main(%q: memref<1x6x256x64xbf16
-// CHECK:       %[[FIRST:.*]] = tile.empty : !tile.tile<128x2x192xbf16, sbuf>
-// CHECK:       %[[SECOND:.*]] = tile.empty : !tile.tile<128x1x192xbf16, sbuf>
-// CHECK:       %[[LAST:.*]] = tile.empty : !tile.tile<128x1x192xbf16, sbuf>
 // CHECK-NOT:   tile.store
-// CHECK:       %[[ROW0:.*]] = tile.empty : !tile.tile<128x384xbf16, sbuf>
-// CHECK:       %[[LEFT0:.*]] = tile.extract %{{.*}}[%{{.*}}, %{{.*}}] : !tile.tile<128x2x192xbf16, sbuf> -> !tile.tile<128x192xbf16, sbuf>
+// CHECK:       %[[G0:.*]] = tile.insert %{{.*}}, %{{.*}}[%c1, %c128] : !tile.tile<128x64xbf16, sbuf>, !tile.tile<128x2x192xbf16, sbuf>
+// CHECK-NEXT:  %[[ROW0:.*]] = tile.empty : !tile.tile<128x384xbf16, sbuf>
+// CHECK-NEXT:  %[[ROW1:.*]] = tile.empty : !tile.tile<128x384xbf16, sbuf>
+// CHECK:       %[[LEFT1:.*]] = tile.extract %[[G0]][%{{.*}}, %{{.*}}] : !tile.tile<128x2x192xbf16, sbuf> -> !tile.tile<128x192xbf16, sbuf>
+// CHECK:       %[[HALF1:.*]] = tile.insert %[[LEFT1]], %[[ROW1]][%{{.*}}] : !tile.tile<128x192xbf16, sbuf>, !tile.tile<128x384xbf16, sbuf>
+// CHECK:       %[[LEFT0:.*]] = tile.extract %[[G0]][%{{.*}}, %{{.*}}] : !tile.tile<128x2x192xbf16, sbuf> -> !tile.tile<128x192xbf16, sbuf>
 // CHECK:       %[[HALF0:.*]] = tile.insert %[[LEFT0]], %[[ROW0]][%{{.*}}] : !tile.tile<128x192xbf16, sbuf>, !tile.tile<128x384xbf16, sbuf>
-// CHECK:       %[[RIGHT0:.*]] = tile.extract %{{.*}}[%{{.*}}, %{{.*}}] : !tile.tile<128x1x192xbf16, sbuf> -> !tile.tile<128x192xbf16, sbuf>
+// CHECK:       tile.transpose
+// CHECK:       %[[G1:.*]] = tile.insert %{{.*}}, %{{.*}}[%c0, %c128] : !tile.tile<128x64xbf16, sbuf>, !tile.tile<128x1x192xbf16, sbuf>
+// CHECK:       %[[RIGHT0:.*]] = tile.extract %[[G1]][%{{.*}}, %{{.*}}] : !tile.tile<128x1x192xbf16, sbuf> -> !tile.tile<128x192xbf16, sbuf>
 // CHECK:       %[[WHOLE0:.*]] = tile.insert %[[RIGHT0]], %[[HALF0]][%{{.*}}] : !tile.tile<128x192xbf16, sbuf>, !tile.tile<128x384xbf16, sbuf>
-// CHECK:       %[[ROW1:.*]] = tile.empty : !tile.tile<128x384xbf16, sbuf>
-// CHECK-COUNT-2: tile.insert {{.*}} : !tile.tile<128x192xbf16, sbuf>, !tile.tile<128x384xbf16, sbuf>
+// CHECK:       %[[G2:.*]] = tile.insert %{{.*}}, %{{.*}}[%c0, %c128] : !tile.tile<128x64xbf16, sbuf>, !tile.tile<128x1x192xbf16, sbuf>
+// CHECK:       %[[RIGHT1:.*]] = tile.extract %[[G2]][%{{.*}}, %{{.*}}] : !tile.tile<128x1x192xbf16, sbuf> -> !tile.tile<128x192xbf16, sbuf>
+// CHECK:       %[[WHOLE1:.*]] = tile.insert %[[RIGHT1]], %[[HALF1]][%{{.*}}] : !tile.tile<128x192xbf16, sbuf>, !tile.tile<128x384xbf16, sbuf>
 // CHECK-NOT:   tile.load {{.*}} -> !tile.tile<128x384xbf16, sbuf>
 // CHECK:       tile.extract %[[WHOLE0]][%{{.*}}] : !tile.tile<128x384xbf16, sbuf> -> !tile.tile<128x128xbf16, sbuf>
 // CHECK-NEXT:  tile.transpose
