@@ -129,13 +129,23 @@ builtin.module attributes {neuron.target = #neuron.target<trn1>} {
 // Heads viewed out of a fused QKV projection's output lie beside the features: a trip's consecutive heads load
 // their keys, queries and values in one DMA each, a row of those heads being one run (head h at [:, :, h, :]); on
 // trn1, where keys and queries are not loaded by DMA transposes.
-// The two groups of three heads are straight-line code, the second group's heads from 3 on.
+// The two groups of three heads are straight-line code, the second group's heads from 3 on. The first group's
+// values are what the projection before the kernel has just stored: they load one 128-row block per DMA, each
+// block into a tile of its own beside its ones column; each block's copy comes after the exponentials of the
+// trips before it, block 1's after the first trip's products (query tile 0 multiplies by block 0 alone).
 // CHECK-LABEL: func.func @heads_beside_features
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
 // CHECK-NEXT:  tile.view
 // CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
 // CHECK-NEXT:  tile.view
-// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:  %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x1x3x64xbf16, sbuf>
+// CHECK-NEXT:  %[[ONES0:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1x3x65xbf16, sbuf>
+// CHECK-NEXT:  %[[V1:.*]] = tile.load %{{.*}}[%c0, %c0, %c1, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x1x3x64xbf16, sbuf>
+// CHECK-NEXT:  %[[ONES1:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1x3x65xbf16, sbuf>
+// CHECK:       tile.unary {{.*}} {fn = "exp"
+// CHECK:       tile.insert %[[V0]], %[[ONES0]][%c0, %c0, %c0]
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<128x65xf32, psum>
+// CHECK:       tile.insert %[[V1]], %[[ONES1]][%c0, %c0, %c0]
 // CHECK-NOT:   tile.load %{{.*}}[%c0, %c1,
 // CHECK:       tile.load %{{.*}}[%c0, %c3, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
 // CHECK-NEXT:  tile.view
