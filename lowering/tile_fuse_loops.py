@@ -37,7 +37,12 @@ Output guarantee: the same results, with
    stores at constant indices wrote, each stored tile whole inside the loaded one, on its partitions and in its
    element type, is built on chip from them (an empty tile and an insert each) when no matmul or transpose
    runs between the last of those stores and the load: a matmul's 512-column output blocks read back as whole
-   rows by the layer norm in the next matmul's prologue, without the HBM round trip between the nests.
+   rows by the layer norm in the next matmul's prologue, without the HBM round trip between the nests. Stored
+   tiles of other views of the tensor count by where their elements lie in its storage: when windows of them
+   (leading free dimensions fixed, the trailing ones walking the load's own, on the load's partitions) cover
+   what the load reads exactly once, the tile is built from an extract and an insert per window, under the same
+   rule: attention's rows collected per group of heads and query tiles, read back by the output projection as
+   the rows of each query tile.
 3. Dead stores: an HBM tensor allocated in the function that nothing loads and nothing returns (through any view)
    loses its stores, views and allocation; copies and views left without users go too.
 
@@ -48,7 +53,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, IndexType, IntegerAttr, MemRefType, ModuleOp, f32
@@ -475,20 +482,69 @@ class _Piece:
     shape: tuple[int, ...]  # per tile dimension
     value: SSAValue
     tensor_work: int  # TensorE ops of the block before its store (`_forward`)
+    transfer: Operation | None = None  # the store (or load) itself
 
     def box(self) -> list[tuple[int, int]]:
         extents = dict(zip(self.dims, self.shape, strict=True))
         return [(first, first + extents.get(dim, 1)) for dim, first in enumerate(self.start)]
+
+    def footprint(self) -> _Footprint | None:
+        """Where the tile's elements lie in the tensor's storage, whatever the view (None for a view that repeats
+        elements: a stride of 0)."""
+        assert isinstance(self.view, MemRefType)
+        strides, offset = tile.memref_strides(self.view)
+        base = offset + sum(first * stride for first, stride in zip(self.start, strides, strict=True))
+        steps = tuple(strides[dim] for dim in self.dims)
+        if any(step <= 0 for extent, step in zip(self.shape, steps, strict=True) if extent > 1):
+            return None
+        return _Footprint(base, steps, self.shape)
+
+
+@dataclass(frozen=True)
+class _Footprint:
+    """A tile's elements in the storage of a tensor: element (i0, i1, ...) at `base` + sum(i_d * steps[d])."""
+
+    base: int
+    steps: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    def span(self) -> tuple[int, int]:
+        return self.base, self.base + sum(
+            (extent - 1) * step for extent, step in zip(self.shape, self.steps, strict=True)
+        ) + 1
+
+    def offsets(self) -> np.ndarray:
+        grids = np.ix_(
+            *(np.arange(extent, dtype=np.int64) * step for extent, step in zip(self.shape, self.steps, strict=True))
+        )
+        total = np.full(self.shape, self.base, dtype=np.int64)
+        for grid in grids:
+            total = total + grid
+        return total
+
+
+def _pieces_disjoint(first: _Piece, second: _Piece) -> bool:
+    """Whether two stored tiles share no element of the tensor (in the same view by their boxes, else by where
+    their elements lie; a footprint that cannot say counts as shared)."""
+    if first.view == second.view and first.dims == second.dims:
+        return not _overlap(first.box(), second.box())
+    a, b = first.footprint(), second.footprint()
+    if a is None or b is None:
+        return False
+    (a0, a1), (b0, b1) = a.span(), b.span()
+    if a1 <= b0 or b1 <= a0:
+        return True
+    return not np.intersect1d(a.offsets(), b.offsets()).size
 
 
 def _piece(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, value: SSAValue, tensor_work: int) -> _Piece | None:
     """The box of a transfer whose indices are constants, with its tile dimensions in the memref's order."""
     start = [integer_constant(index) for index in op.indices]
     dims = op.mapped_dims()
-    if any(first is None for first in start) or list(dims) != sorted(dims):
+    if any(first is None for first in start):
         return None
     return _Piece(
-        tensor.type, dims, tuple(s for s in start if s is not None), op.tile_type().get_shape(), value, tensor_work
+        tensor.type, dims, tuple(s for s in start if s is not None), op.tile_type().get_shape(), value, tensor_work, op
     )
 
 
@@ -514,12 +570,14 @@ def _assembled(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> lis
     Assembling keeps the stored tiles alive up to the load: only a load in the code right after the nest that
     stored them (no matmul or transpose between) gets them, so that no later nest's SBUF holds them too."""
     wanted = _piece(load, load.source, load.result, tensor_work)
-    if wanted is None:
+    if wanted is None or list(wanted.dims) != sorted(wanted.dims):
         return None
     box = wanted.box()
     parts: list[_Piece] = []
     for piece in pieces:
         if piece.view != wanted.view or piece.dims != wanted.dims:
+            if _pieces_disjoint(piece, wanted):
+                continue
             return None  # another view of the tensor: its boxes do not compare
         other = piece.box()
         if not _overlap(other, box):
@@ -558,6 +616,145 @@ def _assemble(block: Block, load: tile.LoadOp, parts: list[_Piece]) -> SSAValue:
     return value
 
 
+@dataclass(frozen=True)
+class _Window:
+    """Part of a stored tile that a load reads back: the tile's leading free dimensions fixed at `fixed` (its
+    trailing ones kept whole), found in the loaded tile at `at` (one index per free dimension of it)."""
+
+    piece: _Piece
+    fixed: tuple[int, ...]
+    at: tuple[int, ...]
+
+
+def _position(delta: int, load: _Footprint) -> tuple[int, ...] | None:
+    """The loaded tile's free indices of the element `delta` past its first one on partition 0, when there is
+    one (None otherwise)."""
+    if delta < 0:
+        return None
+    indices = [0] * len(load.shape)
+    for dim in sorted((d for d in range(1, len(load.shape)) if load.shape[d] > 1), key=lambda d: -load.steps[d]):
+        indices[dim] = min(delta // load.steps[dim], load.shape[dim] - 1)
+        delta -= indices[dim] * load.steps[dim]
+    return tuple(indices[1:]) if delta == 0 else None
+
+
+def _windows(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> list[_Window] | None:
+    """The stored tiles (of any views of the tensor) that together hold exactly what `load` reads: windows of
+    them, each on the load's partitions with its kept dimensions walking the load's trailing ones, that cover
+    every loaded element once, the last stored with no TensorE work since; None when they do not.
+
+    An attention's output rows collected per group of heads [128, query tiles, heads * Ev] and read back by the
+    projection as [128, H * Ev] rows of one query tile: each group's tile gives a window [128, heads * Ev] per
+    query tile."""
+    wanted = _piece(load, load.source, load.result, tensor_work)
+    if wanted is None or not pieces or max(p.tensor_work for p in pieces) != tensor_work:
+        return None
+    target = wanted.footprint()
+    if target is None or len(target.shape) < 2:
+        return None
+    lo, hi = target.span()
+    overlapping = [p for p in pieces if (f := p.footprint()) is None or (f.span()[0] < hi and lo < f.span()[1])]
+    if not overlapping:
+        return None
+    element = load.tile_type().element_type
+    offsets = target.offsets()
+    covered = np.zeros(target.shape, dtype=np.int64)
+    free = len(target.shape) - 1
+    windows: list[_Window] = []
+    for piece in overlapping:
+        source = piece.footprint()
+        if source is None or _tile_element(piece.value) != element or source.shape[0] != target.shape[0]:
+            return None
+        if source.steps[0] != target.steps[0] and target.shape[0] > 1:
+            return None
+        # the piece's trailing dimensions that walk the load's trailing ones: kept whole in each window
+        kept = 0
+        while (
+            kept < min(len(source.shape) - 1, free)
+            and source.steps[-1 - kept] == target.steps[-1 - kept]
+            and source.shape[-1 - kept] <= target.shape[-1 - kept]
+        ):
+            kept += 1
+        if kept == 0:
+            return None
+        extents = (1,) * (free - kept) + source.shape[len(source.shape) - kept :]
+        elements = source.offsets()
+        for fixed in np.ndindex(*source.shape[1 : len(source.shape) - kept]):
+            part = elements[(slice(None), *fixed)]
+            first = source.base + sum(i * step for i, step in zip(fixed, source.steps[1:], strict=False))
+            at = _position(first - target.base, target)
+            if at is None:
+                if np.isin(part, offsets).any():
+                    return None  # the load reads part of this window, not all of it
+                continue
+            box = (slice(None), *(slice(i, i + extent) for i, extent in zip(at, extents, strict=True)))
+            region = offsets[box]
+            if region.size != part.size or not np.array_equal(region.reshape(part.shape), part):
+                return None
+            covered[box] += 1
+            windows.append(_Window(piece, tuple(int(i) for i in fixed), at))
+    if len(windows) < 2 or not (covered == 1).all():
+        return None
+    return windows
+
+
+def _assemble_windows(block: Block, load: tile.LoadOp, windows: list[_Window]) -> SSAValue:
+    """`load`'s tile built on chip from windows of stored tiles: an empty tile, an extract and an insert each.
+
+    Each window's copy comes right after the store of its tile (windows in the order of their stores), not at the
+    load: the engines copy the early tiles' windows while later ones are computed (attention's groups of heads), so
+    that the load's tile is whole soon after the last store rather than after every copy."""
+    empty = tile.EmptyOp(load.tile_type())
+    value = empty.result
+    placed: list[tuple[Operation | None, list[Operation]]] = [(None, [empty])]
+
+    def constant(number: int, ops: list[Operation]) -> SSAValue:
+        op = arith.ConstantOp(IntegerAttr(number, IndexType()))
+        ops.append(op)
+        return op.result
+
+    for window in windows:
+        ops: list[Operation] = []
+        part = window.piece.value
+        part_type = part.type
+        assert isinstance(part_type, TileType)
+        shape = part_type.get_shape()
+        if window.fixed:
+            kept = shape[1 + len(window.fixed) :]
+            indices = [constant(i, ops) for i in window.fixed] + [constant(0, ops) for _ in kept]
+            extract = tile.ExtractOp(
+                part, indices, TileType((shape[0], *kept), part_type.element_type, part_type.memory)
+            )
+            ops.append(extract)
+            part = extract.result
+        insert = tile.InsertOp(part, value, [constant(i, ops) for i in window.at])
+        ops.append(insert)
+        value = insert.result
+        store = window.piece.transfer
+        placed.append((store if store is not None and store.parent_block() is block else None, ops))
+    stores = [store for store, _ in placed[1:] if store is not None]
+    in_order = len(stores) == len(windows) and all(
+        earlier is later or earlier.is_before_in_block(later) for earlier, later in pairwise(stores)
+    )
+    last_after: dict[Operation, Operation] = {}
+    for store, ops in placed:
+        for new in ops:
+            new.location = load.location
+        if not in_order:
+            for new in ops:
+                block.insert_op_before(new, load)
+        elif store is None:  # the empty tile, before the first store
+            for new in ops:
+                block.insert_op_before(new, stores[0])
+        else:
+            anchor = last_after.get(store, store)  # after the store and this tile's copies already placed there
+            for new in ops:
+                block.insert_op_after(new, anchor)
+                anchor = new
+            last_after[store] = anchor
+    return value
+
+
 def _tensor_work(op: Operation) -> bool:
     return any(isinstance(inner, tile.MatmulOp | tile.TransposeOp) for inner in op.walk())
 
@@ -581,14 +778,7 @@ def _forward(block: Block) -> None:
             as_stored = _as_stored(op.value, memref_type, op)
             available[key[0]] = {key: as_stored}
             piece = _piece(op, op.dest, as_stored, tensor_work)
-            kept = [
-                p
-                for p in stored.get(key[0], [])
-                if piece is not None
-                and p.view == piece.view
-                and p.dims == piece.dims
-                and not _overlap(p.box(), piece.box())
-            ]
+            kept = [p for p in stored.get(key[0], []) if piece is not None and _pieces_disjoint(p, piece)]
             stored[key[0]] = kept + ([piece] if piece is not None else [])
         elif isinstance(op, tile.LoadOp):
             key = _transfer_key(op, op.source, {})
@@ -598,6 +788,9 @@ def _forward(block: Block) -> None:
             stored_type = _memref_element_type(op.source)
             if value is None and (parts := _assembled(op, stored.get(key[0], []), tensor_work)) is not None:
                 value = _assemble(block, op, parts)
+                known[key] = value
+            elif value is None and (windows := _windows(op, stored.get(key[0], []), tensor_work)) is not None:
+                value = _assemble_windows(block, op, windows)
                 known[key] = value
             elif value is None or not _holds_for(_tile_element(value), stored_type, wanted.element_type):
                 # An earlier load that rounded what it read cannot stand for a load of other values: the tensor's

@@ -138,6 +138,8 @@ class _Rows:
     width: int
     first: Index = 0  # block index (within `full`) of the rows' block 0
     head: int | None = None  # this head's index in a `full` of several heads
+    # instead of `full`, one [128, 1, heads, width] tile per block (`first_value_blocks`), read at constant blocks
+    blocks: tuple[SSAValue, ...] | None = None
 
     def block(self, em: LoopNestBuilder, t: Index, size: int, columns: tuple[int, int] | None = None) -> SSAValue:
         """Block t of the rows, `size` rows long (less than 128 only for the matrix's partial last block): all of
@@ -146,12 +148,16 @@ class _Rows:
         if size < PARTITION_TILE:
             assert self.last is not None
             return window(em, self.last, [first_column], (size, width))
-        assert self.full is not None
         heads = [] if self.head is None else [self.head]
+        if self.blocks is not None:
+            index = em.add(self.first, t)
+            assert isinstance(index, int), "rows kept per block are read at constant blocks"
+            return window(em, self.blocks[index], [0, *heads, first_column], (PARTITION_TILE, width))
+        assert self.full is not None
         return window(em, self.full, [em.add(self.first, t), *heads, first_column], (PARTITION_TILE, width))
 
     def shifted(self, first: Index) -> _Rows:
-        return _Rows(self.full, self.last, self.width, first, self.head)
+        return _Rows(self.full, self.last, self.width, first, self.head, self.blocks)
 
 
 @dataclass(frozen=True)
@@ -332,6 +338,8 @@ class _Attention:
 
     def emit(self, em: LoopNestBuilder) -> None:
         self.causal_biases = self.identity = None
+        self.first_group = True
+        self.held_values: list[tuple[int, Operation]] = []
         tiles = -(-self.length // PARTITION_TILE)
         itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
         if self.causal and tiles * self.keys * itemsize <= body_budget_bytes(em) // 4:
@@ -347,6 +355,7 @@ class _Attention:
         variants = self.key_variants()
         if not variants:
             self.emit_heads(em)
+            assert not self.held_values, "every value block's copy is emitted before its products"
             return
         # The call's keys in whole blocks: one copy of the heads' work per key width of 128 * j, in a loop of one
         # trip when the call's ceil(keys / 128) is j and of none otherwise, so that scores, exponentials,
@@ -519,7 +528,8 @@ class _Attention:
         elif self.keep_queries:
             # Q^T of the whole head, like K^T, when the queries stay: no transpose waits inside the units' work.
             query_rows = self.load_heads(em, self.query, query_batches, self.length, self.head)
-        if keep_keys:
+        blockwise = self.first_value_blocks(em, key_batches) if keep_keys else None
+        if keep_keys and blockwise is None:
             value_rows = self.real_rows(em, self.load_heads(em, self.value, key_batches, self.keys, self.value_head))
         if keep_keys and not transposed_keys:
             keys_t = self.transpose_rows(em, key_rows, self.keys)
@@ -530,9 +540,10 @@ class _Attention:
         if keep_keys:
             # The ones columns after the transposes: their copies wait for the value loads, and an engine queue that
             # reached them first would hold back the transposes' evacuations behind them.
+            values = blockwise if blockwise is not None else self.with_ones(em, value_rows)
             key_values = [
                 _KeyValue(batch, head_keys_t, rows)
-                for batch, head_keys_t, rows in zip(key_batches, keys_t, self.with_ones(em, value_rows), strict=True)
+                for batch, head_keys_t, rows in zip(key_batches, keys_t, values, strict=True)
             ]
 
         def head(
@@ -574,6 +585,53 @@ class _Attention:
             for (batch, position), head_queries_t in zip(queries, queries_t, strict=True)
         ]
 
+    def first_value_blocks(self, em: LoopNestBuilder, batches: list[list[Index]]) -> list[_Rows] | None:
+        """The kernel's first group's value rows, one DMA per 128-row block into a tile of its own (with the ones
+        column), when its trips are causal and software-pipelined: query tile t multiplies by value blocks 0 to t
+        only. The first group's values are what the op before the kernel has just stored (a fused QKV projection's
+        output, stored block by block), so each block's product waits for that block alone; and each block's copy
+        beside its ones column is emitted just before the first trip that multiplies by it (`release_values`),
+        so that no engine queue holds the first trips' exponentials behind the copies of blocks still loading.
+        Later groups' values have long arrived when they start, and load in one DMA. None when the rows do not
+        load that way (`load_heads`: consecutive heads beside the features, whole blocks)."""
+        if not self.first_group:
+            return None
+        self.first_group = False
+        width = self.value_head
+        blocks, rest = divmod(self.keys, PARTITION_TILE)
+        strides = layout_of(self.value).strides
+        beside = len(strides) >= 3 and strides[-1] == 1 and strides[-3] == width
+        if not (self.pipelined and self.causal and self.keys <= self.chunk and self.key_count is None):
+            return None
+        if not (blocks > 1 and not rest and len(batches) > 1 and beside):
+            return None
+        rank = len(batches[0]) + 2
+        split = split_axis(em, self.value, rank - 2, blocks, PARTITION_TILE)
+        heads = len(batches)
+        columns = self.product_width if self.sum_column else width
+        zero = em.index(0)
+        tiles: list[SSAValue] = []
+        for b in range(blocks):
+            rows = load(
+                em,
+                split,
+                [*batches[0], b, 0, 0],
+                (PARTITION_TILE, 1, heads, width),
+                dims=(rank - 1, rank - 2, rank - 3, rank),
+            )
+            if self.sum_column:
+                ones = em.insert(tile.FillOp(1.0, sbuf_tile((PARTITION_TILE, 1, heads, columns), self.element_type)))
+                copy = tile.InsertOp(rows, ones.result, [zero, zero, zero])
+                self.held_values.append((b, copy))  # emitted by `release_values`
+                rows = copy.result
+            tiles.append(rows)
+        return [_Rows(None, None, columns, 0, h, tuple(tiles)) for h in range(heads)]
+
+    def release_values(self, em: LoopNestBuilder, last_block: int | None = None) -> None:
+        """The held value blocks' copies (`first_value_blocks`) up to `last_block` (all of them: None)."""
+        while self.held_values and (last_block is None or self.held_values[0][0] <= last_block):
+            em.insert(self.held_values.pop(0)[1])
+
     def tiled(self, parts: list[SSAValue]) -> list[tuple[SSAValue, tuple[int, int]]]:
         """Each feature tile's part of a transposed matrix, with the tile's (first feature, size)."""
         return list(zip(parts, self.feature_tiles, strict=True))
@@ -605,6 +663,8 @@ class _Attention:
         per_head = self.units_per_trip // len(heads)
         trips, extra = divmod(full, per_head)
         software_pipelined = self.pipelined and self.keys <= self.chunk and (self.causal or (trips == 1 and not extra))
+        if not software_pipelined:
+            self.release_values(em)
         if previous is not None and not software_pipelined:
             previous()
             previous = None
@@ -642,8 +702,10 @@ class _Attention:
                     previous()
                     previous = None
                 if pending is not None:
+                    self.release_values(em, t0 - 1)  # the blocks of this trip's last query tile
                     collected = self.end_trip(em, heads, pending, collected)
                 pending = started
+            self.release_values(em)
             if tail and pending is not None:
                 self.store_rows(em, collected[0], self.out, heads[0].batch, first_tail)
                 last_rows = self.collection(em, heads, per_head, 0)
@@ -715,10 +777,12 @@ class _Attention:
 
     def collection(self, em: LoopNestBuilder, heads: list[_Head], blocks: int, columns: int) -> list[SSAValue]:
         """Empty tiles collecting the heads' query tiles: every head's output rows of `blocks` tiles in one tile
-        (head h at [:, :, h, :], stored in one DMA), then, with `columns`, each head's log-sum-exp columns of that
-        many tiles."""
-        grouped = (len(heads),) if heads[0].batch else ()
-        rows = sbuf_tile((PARTITION_TILE, blocks, *grouped, self.value_head), self.out_type)
+        (head h at [:, :, h Ev : (h + 1) Ev], stored in one DMA), then, with `columns`, each head's log-sum-exp
+        columns of that many tiles. The heads' features are one free dimension, as the rows lie in the output
+        (`heads_beside_features`): a query tile of the collected heads is then a window of the output's rows
+        [128, H Ev], which tile-fuse-loops can hand to a later load of those rows (the attention projection's)
+        without the HBM round trip."""
+        rows = sbuf_tile((PARTITION_TILE, blocks, len(heads) * self.value_head), self.out_type)
         collected: list[SSAValue] = [em.insert(tile.EmptyOp(rows)).result]
         if self.lse is not None and columns:
             for _ in heads:
@@ -760,13 +824,11 @@ class _Attention:
         lse: SSAValue | None,
         first: int = 0,
     ) -> list[SSAValue]:
-        """`values` (every head's output rows [128, tiles, heads, Ev] of the query tiles from `first` on, then per
+        """`values` (every head's output rows [128, tiles, heads Ev] of the query tiles from `first` on, then per
         head its log-sum-exp [128, tiles] when used) with query tile t of head h written in."""
         values = list(values)
-        rows = values[0].type
-        assert isinstance(rows, TileType)
         block = em.index(em.add(t, -first))
-        at = [block, em.index(h), em.index(0)] if len(rows.get_shape()) == 4 else [block, em.index(0)]
+        at = [block, em.index(h * self.value_head)]
         values[0] = em.insert(tile.InsertOp(out, values[0], at)).result
         if lse is not None:
             values[1 + h] = em.insert(tile.InsertOp(lse, values[1 + h], [em.index(t)])).result
@@ -1273,16 +1335,26 @@ def heads_beside_features(
 def store_head_rows(
     em: LoopNestBuilder, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int, first: int = 0
 ) -> None:
-    """[128, blocks, width] rows (block t at [:, t, :]) into rows [128 first, 128 (first + blocks)) of one head, or
-    [128, blocks, heads, width] rows into those of consecutive heads (`batch` indexes the first, head h at [:, :,
-    h, :]): one DMA. With the heads beside the features in HBM (`heads_beside_features`), a row of those heads is
-    one contiguous run, and a DMA's rate grows with its runs (one head's 64 bf16 features, 128 bytes, move at a
-    quarter of the DMA engines' rate)."""
-    rank = len(batch) + 2
-    split = split_axis(em, tensor, rank - 2, first + blocks, PARTITION_TILE)
-    indices = [em.index(i) for i in (*batch, first, 0, 0)]
-    heads = (rank - 3,) if len(rows.type.get_shape()) == 4 else ()  # type: ignore[attr-defined]
-    em.insert(tile.StoreOp(rows, split, indices, dims=(rank - 1, rank - 2, *heads, rank)))
+    """[128, blocks, heads * width] rows (block t at [:, t, :], head h at columns [h width, (h + 1) width)) into
+    rows [128 first, 128 (first + blocks)) of consecutive heads (`batch` indexes the first; one head without a head
+    dimension): one DMA. The heads lie beside the features in HBM (`heads_beside_features`), so a row of those
+    heads is one contiguous run, and a DMA's rate grows with its runs (one head's 64 bf16 features, 128 bytes,
+    move at a quarter of the DMA engines' rate)."""
+    if not batch:
+        split = split_axis(em, tensor, 0, first + blocks, PARTITION_TILE)
+        em.insert(tile.StoreOp(rows, split, [em.index(i) for i in (first, 0, 0)], dims=(1, 0, 2)))
+        return
+    layout = layout_of(tensor)
+    *outer, heads, length, width = layout.shape
+    *outer_strides, head_stride, row_stride, width_stride = layout.strides
+    if head_stride != width or width_stride != 1 or row_stride != heads * width:
+        raise ValueError(f"attention rows are stored with the heads beside the features, not as {layout}")
+    merged = view(em, tensor, Layout((*outer, length, heads * width), (*outer_strides, row_stride, 1), layout.offset))
+    rank = len(outer)
+    split = split_axis(em, merged, rank, first + blocks, PARTITION_TILE)
+    *outer_index, head = batch
+    indices = [em.index(i) for i in (*outer_index, first, 0, em.mul(head, width))]
+    em.insert(tile.StoreOp(rows, split, indices, dims=(rank + 1, rank, rank + 2)))
 
 
 def store_log_sum_exp(em: LoopNestBuilder, columns: SSAValue, tensor: SSAValue, batch: list[Index]) -> None:

@@ -43,15 +43,16 @@ builtin.module attributes {neuron.target = #neuron.target<trn1>} {
 // CHECK:       tile.matmul %{{.*}}, %[[KT]] :
 // CHECK:       tile.matmul %{{.*}}, %[[KT]] :
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
-// Both query heads' rows leave in one store; then the second group loads key/value head 1's keys.
-// CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
+// Both query heads' rows leave in one store, as [128, query tiles, heads * 64] (a row of the two heads is one
+// run of the output's [256, 4 * 64] rows); then the second group loads key/value head 1's keys.
+// CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x128xbf16, sbuf>, memref<1x2x128x256xbf16
 // CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // The second group ends the kernel: its first trip's rows (query tile 0 of heads 2 and 3) leave before its last
 // trip's p^T and products, and the last trip's rows (query tile 1) in a store of their own after them, so that the
 // kernel's last DMA carries one trip's rows.
-// CHECK:       tile.store %{{.*}}[%c0, %c2, %c0, %c0, %c0] {{.*}} : !tile.tile<128x1x2x64xbf16, sbuf>
+// CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c128] {{.*}} : !tile.tile<128x1x128xbf16, sbuf>
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
-// CHECK:       tile.store %{{.*}}[%c0, %c2, %c1, %c0, %c0] {{.*}} : !tile.tile<128x1x2x64xbf16, sbuf>
+// CHECK:       tile.store %{{.*}}[%c0, %c1, %c0, %c128] {{.*}} : !tile.tile<128x1x128xbf16, sbuf>
 // CHECK-NOT:   tile.store
 
 // -----
@@ -128,13 +129,23 @@ builtin.module attributes {neuron.target = #neuron.target<trn1>} {
 // Heads viewed out of a fused QKV projection's output lie beside the features: a trip's consecutive heads load
 // their keys, queries and values in one DMA each, a row of those heads being one run (head h at [:, :, h, :]); on
 // trn1, where keys and queries are not loaded by DMA transposes.
-// The two groups of three heads are straight-line code, the second group's heads from 3 on.
+// The two groups of three heads are straight-line code, the second group's heads from 3 on. The first group's
+// values are what the projection before the kernel has just stored: they load one 128-row block per DMA, each
+// block into a tile of its own beside its ones column; each block's copy comes after the exponentials of the
+// trips before it, block 1's after the first trip's products (query tile 0 multiplies by block 0 alone).
 // CHECK-LABEL: func.func @heads_beside_features
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
 // CHECK-NEXT:  tile.view
 // CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
 // CHECK-NEXT:  tile.view
-// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:  %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x1x3x64xbf16, sbuf>
+// CHECK-NEXT:  %[[ONES0:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1x3x65xbf16, sbuf>
+// CHECK-NEXT:  %[[V1:.*]] = tile.load %{{.*}}[%c0, %c0, %c1, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x1x3x64xbf16, sbuf>
+// CHECK-NEXT:  %[[ONES1:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1x3x65xbf16, sbuf>
+// CHECK:       tile.unary {{.*}} {fn = "exp"
+// CHECK:       tile.insert %[[V0]], %[[ONES0]][%c0, %c0, %c0]
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<128x65xf32, psum>
+// CHECK:       tile.insert %[[V1]], %[[ONES1]][%c0, %c0, %c0]
 // CHECK-NOT:   tile.load %{{.*}}[%c0, %c1,
 // CHECK:       tile.load %{{.*}}[%c0, %c3, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
 // CHECK-NEXT:  tile.view
