@@ -550,8 +550,34 @@ def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> t
     values = list(args)
     for index in tensor_arguments:
         if index < len(values) and isinstance(values[index], _NUMBERS):
-            values[index] = torch.tensor(values[index])
+            values[index] = _number_tensor(values[index])
     return tuple(values)
+
+
+def _number_tensor(value: int | float | complex) -> torch.Tensor:
+    """`torch.tensor(value)`, made once per value: a model's scalars (GELU's constants, a loss's scale) reach the
+    device kernels as numbers on every call, and making the tensor costs more than the rest of the conversion. The
+    tensor is an operand only (no kernel writes it, and a recorded op takes its value when recorded). Keyed by the
+    number's type and exact value (a float by its bits: -0.0 and 0.0 are other tensors, and a NaN finds its own) and,
+    for a float or complex, the default dtype the tensor takes."""
+    # the exact type: a NumPy float64 (a float subclass) gives a float64 tensor where a float gives the default dtype
+    kind = type(value)
+    if isinstance(value, float):
+        key: tuple[Any, ...] = (kind, value.hex(), torch.get_default_dtype())
+    elif isinstance(value, complex):
+        key = (kind, value.real.hex(), value.imag.hex(), torch.get_default_dtype())
+    else:
+        key = (kind, value)
+    tensor = _number_tensors.get(key)
+    if tensor is None:
+        if len(_number_tensors) >= _NUMBER_TENSORS_KEPT:
+            _number_tensors.clear()  # values that change call after call (a schedule's) keep no more than this
+        tensor = _number_tensors[key] = torch.tensor(value)
+    return tensor
+
+
+_number_tensors: dict[tuple[Any, ...], torch.Tensor] = {}
+_NUMBER_TENSORS_KEPT = 256
 
 
 # (op, every argument with each tensor's strides) -> whether the op's results are contiguous
