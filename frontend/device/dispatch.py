@@ -514,9 +514,10 @@ def _structured_call(
     # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides or sizes: its results
     # are always fresh and contiguous, and a call the device has no padded form for (a mask beside other indices)
     # is refused by its trace, not raised by the meta kernel
-    if _eager.bounded_kernel(op, args) is None and _masks_an_index(op, args):
+    bounded = _eager.bounded_kernel(op, args) is not None
+    if not bounded and _masks_an_index(op, args):
         return _eager.run(op, args, kwargs)
-    for value in () if _eager.bounded_kernel(op, args) is not None else flat:
+    for value in () if bounded else flat:
         if isinstance(value, torch.Tensor) and not value.is_contiguous():
             if not _contiguous_results(op, args, kwargs, flat):
                 return _via_out_variant(op, out, args, kwargs)
