@@ -560,7 +560,10 @@ def _number_tensor(value: int | float | complex) -> torch.Tensor:
     device kernels as numbers on every call, and making the tensor costs more than the rest of the conversion. The
     tensor is an operand only (no kernel writes it, and a recorded op takes its value when recorded). Keyed by the
     number's type and exact value (a float by its bits: -0.0 and 0.0 are other tensors, and a NaN finds its own) and,
-    for a float or complex, the default dtype the tensor takes."""
+    for a float or complex, the default dtype the tensor takes. Under a torch function or dispatch mode (a default
+    device, a fake mode) `torch.tensor` makes what the mode makes, every call, as before."""
+    if _function_modes() or _dispatch_modes():
+        return torch.tensor(value)
     # the exact type: a NumPy float64 (a float subclass) gives a float64 tensor where a float gives the default dtype
     kind = type(value)
     if isinstance(value, float):
@@ -579,6 +582,8 @@ def _number_tensor(value: int | float | complex) -> torch.Tensor:
 
 _number_tensors: dict[tuple[Any, ...], torch.Tensor] = {}
 _NUMBER_TENSORS_KEPT = 256
+_function_modes = torch._C._len_torch_function_stack
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 # (op, every argument with each tensor's strides) -> whether the op's results are contiguous
