@@ -514,9 +514,10 @@ def _structured_call(
     # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides or sizes: its results
     # are always fresh and contiguous, and a call the device has no padded form for (a mask beside other indices)
     # is refused by its trace, not raised by the meta kernel
-    if _eager.bounded_kernel(op, args) is None and _masks_an_index(op, args):
+    bounded = _eager.bounded_kernel(op, args) is not None
+    if not bounded and _masks_an_index(op, args):
         return _eager.run(op, args, kwargs)
-    for value in () if _eager.bounded_kernel(op, args) is not None else flat:
+    for value in () if bounded else flat:
         if isinstance(value, torch.Tensor) and not value.is_contiguous():
             if not _contiguous_results(op, args, kwargs, flat):
                 return _via_out_variant(op, out, args, kwargs)
@@ -555,12 +556,44 @@ def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> t
     for index in tensor_arguments:
         if index < len(values) and isinstance(values[index], _NUMBERS):
             number = values[index]
+            dtype = None
             if beside_0d:
                 peer = torch.empty((), dtype=functools.reduce(torch.promote_types, [t.dtype for t in tensors]))
-                values[index] = torch.tensor(number, dtype=torch.result_type(peer, number))
-            else:
-                values[index] = torch.tensor(number)
+                dtype = torch.result_type(peer, number)
+            values[index] = _number_tensor(number, dtype)
     return tuple(values)
+
+
+def _number_tensor(value: int | float | complex, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`torch.tensor(value, dtype=dtype)`, made once per value and dtype: a model's scalars (GELU's constants, a
+    loss's scale) reach the device kernels as numbers on every call, and making the tensor costs more than the rest
+    of the conversion. The tensor is an operand only (no kernel writes it, and a recorded op takes its value when
+    recorded). Keyed by the number's type and exact value (a float by its bits: -0.0 and 0.0 are other tensors, and
+    a NaN finds its own), `dtype` and, for a float or complex, the default dtype the tensor takes. Under a torch
+    function or dispatch mode (a default device, a fake mode) `torch.tensor` makes what the mode makes, every call,
+    as before."""
+    if _function_modes() or _dispatch_modes():
+        return torch.tensor(value, dtype=dtype)
+    # the exact type: a NumPy float64 (a float subclass) gives a float64 tensor where a float gives the default dtype
+    kind = type(value)
+    if isinstance(value, float):
+        key: tuple[Any, ...] = (kind, value.hex(), torch.get_default_dtype(), dtype)
+    elif isinstance(value, complex):
+        key = (kind, value.real.hex(), value.imag.hex(), torch.get_default_dtype(), dtype)
+    else:
+        key = (kind, value, dtype)
+    tensor = _number_tensors.get(key)
+    if tensor is None:
+        if len(_number_tensors) >= _NUMBER_TENSORS_KEPT:
+            _number_tensors.clear()  # values that change call after call (a schedule's) keep no more than this
+        tensor = _number_tensors[key] = torch.tensor(value, dtype=dtype)
+    return tensor
+
+
+_number_tensors: dict[tuple[Any, ...], torch.Tensor] = {}
+_NUMBER_TENSORS_KEPT = 256
+_function_modes = torch._C._len_torch_function_stack
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 # (op, every argument with each tensor's strides) -> whether the op's results are contiguous

@@ -204,6 +204,17 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
 _INPUT_SOURCES: list[Source] = [("input", index) for index in range(1024)]
 _BLOCK_ATTRIBUTE = storage._BLOCK_ATTRIBUTE
 _DENSE_ARRAYS_ATTRIBUTE = storage._DENSE_ARRAYS_ATTRIBUTE
+# what the native reader of operands' sources (`native.sources_of()`, `use_native`) answers for an operand whose
+# source `_source_of` is to work out
+_SLOW: Any = object()
+_sources_of: Callable[..., list[Any] | None] | None = None
+
+
+def use_native(sources_of: Callable[..., list[Any] | None] | None) -> None:
+    """Find recorded ops' common operands' sources with the native hooks' `native.sources_of()`, or each with
+    `_source_of` (None)."""
+    global _sources_of
+    _sources_of = sources_of
 
 
 def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
@@ -352,16 +363,24 @@ def record(
                 return False
         spans.append((tensor, block, dtype, start, nbytes, held, contiguous))
     mark = len(region.inputs)
-    found: list[Source] = []
-    for operand in operands:
-        source = _source_of(operand)
-        if source is None:
-            # the region runs without the inputs this op added
-            del region.inputs[mark:], region.input_types[mark:]
-            region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
-            flush()
-            return False
-        found.append(source)
+    # the common operands' sources in one native call, the others (`_SLOW`) here, in order
+    found = (
+        [_SLOW] * len(operands)
+        if _sources_of is None
+        else _sources_of(operands, region, _INPUT_SOURCES, _BLOCK_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE, _held, _SLOW)
+    )
+    for index, source in enumerate(found or ()):
+        if source is _SLOW:
+            source = found[index] = _source_of(operands[index])  # type: ignore[index]
+            if source is None:
+                found = None
+                break
+    if found is None:
+        # the region runs without the inputs this op added
+        del region.inputs[mark:], region.input_types[mark:]
+        region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
+        flush()
+        return False
     if not region.ops:
         region.stream = stream
         region.limit = _limit()

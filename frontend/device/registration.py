@@ -137,6 +137,9 @@ def register() -> None:
             native.cached_array(),
             native.cached_arrays(),
         )
+        from neuron_mlir.frontend.device import region
+
+        region.use_native(native.sources_of())
         # `ones_like` (the gradient `loss.backward()` starts from) without the Python fallback's call per op
         native.register_device_kernels(
             dispatch.native_fill,

@@ -162,6 +162,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_cached_arrays_function.restype = ctypes.py_object
     library.neuron_tensor_facts_function.argtypes = []
     library.neuron_tensor_facts_function.restype = ctypes.py_object
+    library.neuron_sources_of_function.argtypes = []
+    library.neuron_sources_of_function.restype = ctypes.py_object
     library.neuron_register_device_kernels.argtypes = [ctypes.py_object] * 5
     library.neuron_register_device_kernels.restype = ctypes.c_bool
     library.neuron_forget_fills.argtypes = []
@@ -322,6 +324,17 @@ def cached_arrays() -> Callable[[list[Any], str], list[Any]] | None:
     (None for a value that is not a tensor): a compiled graph's inputs. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_cached_arrays_function())
+
+
+def sources_of() -> Callable[..., list[Any] | None] | None:
+    """The native reader of a recorded op's operands' sources in a deferred region, `(operands, region,
+    input_sources, block_attribute, arrays_attribute, held, slow) -> [source | slow, ...] | None`: per operand,
+    `region._source_of`'s answer where it needs no Python (a contiguous device tensor over exactly a pending value
+    or a reshape of it, or read from device memory whose array `storage.dense_array` keeps: a region input, added
+    as `_source_of` adds it while no earlier operand was left to it), `slow` where `_source_of` is to answer; None
+    when an operand's bytes are pending as another dtype (the region runs first). None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_sources_of_function())
 
 
 def _set_reason(reason: str) -> None:

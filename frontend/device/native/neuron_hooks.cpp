@@ -1152,6 +1152,362 @@ PyObject* neuron_cached_arrays_function() {
   return PyCFunction_New(&cached_arrays_method, nullptr);
 }
 
+namespace {
+PyObject* interned(const char* name) {
+  PyObject* string = PyUnicode_InternFromString(name);
+  if (string == nullptr) {
+    PyErr_Clear();
+  }
+  return string;
+}
+
+// An attribute of a pending value (region._Written) as a C integer; false with a Python error on failure.
+bool integer_attribute(PyObject* object, PyObject* name, long long* value) {
+  PyObject* found = PyObject_GetAttr(object, name);
+  if (found == nullptr) {
+    return false;
+  }
+  *value = PyLong_AsLongLong(found);
+  Py_DECREF(found);
+  return !(*value == -1 && PyErr_Occurred());
+}
+
+// The names `sources_of` reads and the strings a source holds, interned once.
+struct SourceNames {
+  PyObject* start = interned("start");
+  PyObject* nbytes = interned("nbytes");
+  PyObject* dtype = interned("dtype");
+  PyObject* shape = interned("shape");
+  PyObject* strides = interned("strides");
+  PyObject* source = interned("source");
+  PyObject* value = interned("value");
+  PyObject* view = interned("view");
+  PyObject* pending = interned("pending");
+  PyObject* input_keys = interned("input_keys");
+  PyObject* inputs = interned("inputs");
+  PyObject* input_types = interned("input_types");
+  PyObject* input_blocks = interned("input_blocks");
+  bool complete() const {
+    return start && nbytes && dtype && shape && strides && source && value && view && pending && input_keys &&
+           inputs && input_types && input_blocks;
+  }
+};
+
+const SourceNames& source_names() {
+  static const SourceNames names;
+  return names;
+}
+
+// What `sources_of` found for one operand.
+enum class Found { source, slow, cannot_join, error };
+
+// A plain tuple of `sizes` (it hashes and compares as the torch.Size `_source_of` keys with), or null with an error.
+PyObject* sizes_tuple(const std::vector<int64_t>& sizes) {
+  PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(sizes.size()));
+  for (size_t axis = 0; shape != nullptr && axis < sizes.size(); ++axis) {
+    PyObject* extent = PyLong_FromLongLong(sizes[axis]);
+    if (extent == nullptr) {
+      Py_CLEAR(shape);
+      break;
+    }
+    PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(axis), extent);
+  }
+  return shape;
+}
+
+// `source_of` for one pending value `entry` (region._Written) of the operand's block: `*decided` when the entry
+// overlaps the operand's bytes (`start`, `nbytes`), and then what the operand's source is.
+Found pending_source(PyObject* entry, long long start, long long nbytes, PyObject* dtype,
+                     const std::vector<int64_t>& sizes, PyObject** source, bool* decided) {
+  const SourceNames& names = source_names();
+  *decided = true;
+  long long entry_start = 0;
+  long long entry_nbytes = 0;
+  if (!integer_attribute(entry, names.start, &entry_start) || !integer_attribute(entry, names.nbytes, &entry_nbytes)) {
+    return Found::error;
+  }
+  if (!(entry_start < start + nbytes && start < entry_start + entry_nbytes)) {
+    *decided = false;
+    return Found::slow;
+  }
+  PyObject* entry_dtype = PyObject_GetAttr(entry, names.dtype);
+  if (entry_dtype == nullptr) {
+    return Found::error;
+  }
+  Py_DECREF(entry_dtype);  // the entry holds it; dtypes are singletons, so identity is equality
+  if (entry_dtype != dtype) {
+    return Found::cannot_join;
+  }
+  if (entry_start != start || entry_nbytes != nbytes) {
+    return Found::slow;  // part of the value's bytes (`_within`)
+  }
+  PyObject* strides = PyObject_GetAttr(entry, names.strides);
+  if (strides == nullptr) {
+    return Found::error;
+  }
+  Py_DECREF(strides);
+  if (strides != Py_None) {
+    return Found::slow;  // a value stored transposed (`_viewed`)
+  }
+  PyObject* shape = PyObject_GetAttr(entry, names.shape);
+  if (shape == nullptr) {
+    return Found::error;
+  }
+  bool same = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == static_cast<Py_ssize_t>(sizes.size());
+  for (size_t axis = 0; same && axis < sizes.size(); ++axis) {
+    PyObject* extent = PyTuple_GET_ITEM(shape, static_cast<Py_ssize_t>(axis));
+    long long value = PyLong_Check(extent) ? PyLong_AsLongLong(extent) : -1;
+    if (value == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+    }
+    same = value == sizes[axis];
+  }
+  Py_DECREF(shape);
+  if (same) {
+    *source = PyObject_GetAttr(entry, names.source);  // the value itself, the common case
+    return *source == nullptr ? Found::error : Found::source;
+  }
+  // the same bytes and dtype, so as many elements: a reshape of the value, ("value", id, ("view", shape))
+  PyObject* value = PyObject_GetAttr(entry, names.value);
+  PyObject* viewed = value == nullptr ? nullptr : sizes_tuple(sizes);
+  if (viewed == nullptr) {
+    Py_XDECREF(value);
+    return Found::error;
+  }
+  *source = Py_BuildValue("(ON(ON))", names.value, value, names.view, viewed);
+  return *source == nullptr ? Found::error : Found::source;
+}
+
+// Adds a region input read from `array` (the array `storage.dense_array` keeps for the operand), as `_source_of`
+// does: `held(array)` to the region's inputs, its shape and dtype to their types, the block's id to the blocks read,
+// the place's key to the keys. Its index, or -1 with an error.
+Py_ssize_t add_input(PyObject* region, PyObject* key, PyObject* block_id, PyObject* shape, PyObject* dtype,
+                     PyObject* array, PyObject* held) {
+  const SourceNames& names = source_names();
+  PyObject* inputs = PyObject_GetAttr(region, names.inputs);
+  PyObject* types = PyObject_GetAttr(region, names.input_types);
+  PyObject* blocks = PyObject_GetAttr(region, names.input_blocks);
+  PyObject* keys = PyObject_GetAttr(region, names.input_keys);
+  PyObject* made = nullptr;
+  PyObject* type = nullptr;
+  PyObject* index = nullptr;
+  Py_ssize_t position = -1;
+  if (inputs != nullptr && types != nullptr && blocks != nullptr && keys != nullptr && PyList_Check(inputs) &&
+      PyList_Check(types) && PySet_Check(blocks) && PyDict_Check(keys)) {
+    made = PyObject_CallOneArg(held, array);
+    type = made == nullptr ? nullptr : PyTuple_Pack(2, shape, dtype);
+    if (type != nullptr && PySet_Add(blocks, block_id) == 0 && PyList_Append(inputs, made) == 0 &&
+        PyList_Append(types, type) == 0) {
+      position = PyList_GET_SIZE(inputs) - 1;
+      index = PyLong_FromSsize_t(position);
+      if (index == nullptr || PyDict_SetItem(keys, key, index) != 0) {
+        position = -1;
+      }
+    }
+  } else if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_TypeError, "sources_of: the region's inputs are not a list, list, set and dict");
+  }
+  Py_XDECREF(index);
+  Py_XDECREF(type);
+  Py_XDECREF(made);
+  Py_XDECREF(keys);
+  Py_XDECREF(blocks);
+  Py_XDECREF(types);
+  Py_XDECREF(inputs);
+  return position;
+}
+
+// `region._source_of(tensor)` for the common cases: a contiguous device tensor that is neither a conjugate nor a
+// negative view over a block of its own, and either over exactly one pending value of its block (the value, or a
+// reshape of it), or over bytes the region reads from device memory already (their input), or, when `may_add`,
+// over bytes whose array `storage.dense_array` keeps (a new input, as `_source_of` adds it). `cannot_join` where
+// `_source_of` answers None for the same reason (pending bytes read as another dtype); `slow` for every other case,
+// which `_source_of` answers (CPU scalars, slices, expands and transposes of pending values, strided operands, bytes
+// without a kept array). `*source` receives a new reference.
+Found source_of(PyObject* operand, PyObject* region, PyObject* pending, PyObject* input_keys,
+                PyObject* input_sources, PyObject* block_attribute, PyObject* arrays_attribute, PyObject* held_maker,
+                bool may_add, PyObject** source) {
+  if (!THPVariable_Check(operand)) {
+    return Found::slow;
+  }
+  const at::Tensor& tensor = THPVariable_Unpack(operand);
+  PyObject* stored = nullptr;
+  int64_t offset = 0;
+  int64_t itemsize = 0;
+  int64_t numel = 0;
+  std::vector<int64_t> sizes;
+  try {
+    if (!tensor.defined() || !tensor.has_storage() || tensor.is_cpu() || !tensor.is_contiguous() ||
+        tensor.is_conj() || tensor.is_neg()) {
+      return Found::slow;
+    }
+    offset = tensor.storage_offset();
+    itemsize = static_cast<int64_t>(tensor.element_size());
+    numel = tensor.numel();
+    sizes = tensor.sizes().vec();
+    stored = THPStorage_Wrap(tensor.storage());
+  } catch (const std::exception&) {
+    Py_XDECREF(stored);
+    return Found::slow;
+  }
+  if (stored == nullptr) {
+    PyErr_Clear();
+    return Found::slow;
+  }
+  PyObject* block = PyObject_GetAttr(stored, block_attribute);
+  if (block == nullptr || block == Py_None) {
+    PyErr_Clear();
+    Py_XDECREF(block);
+    Py_DECREF(stored);
+    return Found::slow;  // a storage without a block of its own: `storage.block_of` finds it
+  }
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(tensor.scalar_type()));  // borrowed
+  // the block stays alive while the storage holds it: from here on only its address is needed
+  Py_DECREF(block);
+  PyObject* block_id = PyLong_FromVoidPtr(block);
+  if (block_id == nullptr) {
+    Py_DECREF(stored);
+    return Found::error;
+  }
+  PyObject* held = PyDict_GetItemWithError(pending, block_id);  // borrowed
+  if (held == nullptr && PyErr_Occurred()) {
+    Py_DECREF(block_id);
+    Py_DECREF(stored);
+    return Found::error;
+  }
+  if (held != nullptr && PyTuple_Check(held) && PyTuple_GET_SIZE(held) == 2 &&
+      PyWeakref_Check(PyTuple_GET_ITEM(held, 0)) && PyWeakref_GetObject(PyTuple_GET_ITEM(held, 0)) == block) {
+    PyObject* entries = PyTuple_GET_ITEM(held, 1);
+    Found found = Found::slow;
+    bool decided = !PyList_Check(entries);
+    long long start = offset * itemsize;
+    long long nbytes = numel * itemsize;
+    for (Py_ssize_t index = 0; !decided && index < PyList_GET_SIZE(entries); ++index) {
+      found = pending_source(PyList_GET_ITEM(entries, index), start, nbytes, dtype, sizes, source, &decided);
+    }
+    if (decided) {
+      Py_DECREF(block_id);
+      Py_DECREF(stored);
+      return found;
+    }
+    // the block's pending values lie elsewhere: these bytes are read from device memory, as below
+  }
+  // an operand read from device memory: one input per place, keyed as `_source_of` keys it
+  PyObject* shape = sizes_tuple(sizes);
+  if (shape == nullptr) {
+    Py_DECREF(block_id);
+    Py_DECREF(stored);
+    return Found::error;
+  }
+  PyObject* start = PyLong_FromLongLong(offset);
+  PyObject* key = start == nullptr ? nullptr : PyTuple_Pack(4, block_id, start, shape, dtype);
+  PyObject* index = key == nullptr ? nullptr : PyDict_GetItemWithError(input_keys, key);  // borrowed
+  Found found = Found::slow;
+  Py_ssize_t position = -1;
+  if (index != nullptr) {
+    position = PyLong_AsSsize_t(index);
+    found = position == -1 && PyErr_Occurred() ? Found::error : Found::source;
+  } else if (key == nullptr || PyErr_Occurred()) {
+    found = Found::error;
+  } else if (may_add) {
+    // the array `storage.dense_array` keeps on the storage, by (offset, shape, dtype)
+    PyObject* arrays = PyObject_GetAttr(stored, arrays_attribute);
+    if (arrays == nullptr) {
+      PyErr_Clear();
+    } else if (PyDict_Check(arrays)) {
+      PyObject* array_key = PyTuple_Pack(3, start, shape, dtype);
+      PyObject* array = array_key == nullptr ? nullptr : PyDict_GetItemWithError(arrays, array_key);  // borrowed
+      Py_XDECREF(array_key);
+      if (array != nullptr) {
+        Py_INCREF(array);
+        position = add_input(region, key, block_id, shape, dtype, array, held_maker);
+        Py_DECREF(array);
+        found = position == -1 ? Found::error : Found::source;
+      } else if (PyErr_Occurred()) {
+        found = Found::error;
+      }
+    }
+    Py_XDECREF(arrays);
+  }
+  Py_XDECREF(key);
+  Py_XDECREF(start);
+  Py_DECREF(shape);
+  Py_DECREF(block_id);
+  Py_DECREF(stored);
+  if (found != Found::source) {
+    return found;
+  }
+  if (PyList_Check(input_sources) && position >= 0 && position < PyList_GET_SIZE(input_sources)) {
+    *source = Py_NewRef(PyList_GET_ITEM(input_sources, position));
+    return Found::source;
+  }
+  *source = Py_BuildValue("(sn)", "input", position);
+  return *source == nullptr ? Found::error : Found::source;
+}
+
+// sources_of(operands, region, input_sources, block_attribute, arrays_attribute, held, slow)
+//     -> [source | slow, ...] | None:
+// per operand of a recorded op, its source in deferred region `region` (region._Region) where `source_of` finds it,
+// `slow` where `region._source_of` is to answer; None when an operand cannot join the region (`_source_of` answers
+// None). New inputs are added only up to the first operand left to `_source_of`, so that the region's inputs come
+// in the operands' order as `_source_of` adds them one by one.
+PyObject* sources_of_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 7 || !PyList_Check(args[0]) || !source_names().complete()) {
+    PyErr_SetString(PyExc_TypeError,
+                    "sources_of(operands, region, input_sources, block_attribute, arrays_attribute, held, slow) "
+                    "takes a list of operands");
+    return nullptr;
+  }
+  const SourceNames& names = source_names();
+  PyObject* pending = PyObject_GetAttr(args[1], names.pending);
+  PyObject* input_keys = PyObject_GetAttr(args[1], names.input_keys);
+  if (pending == nullptr || input_keys == nullptr || !PyDict_Check(pending) || !PyDict_Check(input_keys)) {
+    Py_XDECREF(pending);
+    Py_XDECREF(input_keys);
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_TypeError, "sources_of: the region's pending values and input keys are not dicts");
+    }
+    return nullptr;
+  }
+  Py_ssize_t length = PyList_GET_SIZE(args[0]);
+  PyObject* results = PyList_New(length);
+  bool may_add = true;
+  for (Py_ssize_t index = 0; results != nullptr && index < length; ++index) {
+    PyObject* source = nullptr;
+    // `input_keys` may grow on the way (`add_input`), but it stays the region's one dict
+    switch (source_of(PyList_GET_ITEM(args[0], index), args[1], pending, input_keys, args[2], args[3], args[4],
+                      args[5], may_add, &source)) {
+      case Found::source:
+        PyList_SET_ITEM(results, index, source);
+        break;
+      case Found::slow:
+        may_add = false;
+        PyList_SET_ITEM(results, index, Py_NewRef(args[6]));
+        break;
+      case Found::cannot_join:
+        Py_SETREF(results, Py_NewRef(Py_None));
+        index = length;
+        break;
+      case Found::error:
+        Py_CLEAR(results);
+        break;
+    }
+  }
+  Py_DECREF(input_keys);
+  Py_DECREF(pending);
+  return results;
+}
+PyMethodDef sources_of_method = {
+    "sources_of", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(sources_of_fastcall)), METH_FASTCALL,
+    "sources_of(operands, region, input_sources, block_attribute, arrays_attribute, held, slow) -> "
+    "[source | slow, ...] | None"};
+}  // namespace
+
+// `sources_of_fastcall` as a builtin function (a new reference).
+PyObject* neuron_sources_of_function() {
+  return PyCFunction_New(&sources_of_method, nullptr);
+}
+
 }  // extern "C"
 
 // ---- the device's kernels of `empty`, `empty_strided` and the constant `fill_` ----

@@ -3,6 +3,7 @@ scalars, copies across devices, conversions, printing, save/load, and the same-d
 
 import io
 
+import numpy as np
 import pytest
 import torch
 from support import assert_close_to_torch
@@ -204,6 +205,48 @@ def test_a_composites_scalar_operand_reaches_a_structured_kernel_as_a_number(mon
     result = torch.take_along_dim(BASE.to("neuron"), indices.to("neuron"), dim=1)
     same(result, torch.take_along_dim(BASE, indices, dim=1))
     assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops
+
+
+def test_a_number_operand_becomes_one_tensor_per_value_and_default_dtype(monkeypatch, fresh_eager):
+    """A scalar operand that reaches a structured kernel as a number is made a 0-d tensor once per value: the same
+    value again finds it, while -0.0 and 0.0, a NaN, an int, a bool and another default dtype each get their own,
+    and the ops give what the CPU gives with each."""
+    from neuron_mlir.frontend.device import dispatch
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    monkeypatch.setattr(dispatch, "_number_tensors", {})
+    first = dispatch._numbers_as_tensors((BASE, 0.5), [0, 1])[1]
+    again = dispatch._numbers_as_tensors((BASE, 0.5), [0, 1])[1]
+    assert first is again
+    negative = dispatch._number_tensor(-0.0)
+    assert negative is not dispatch._number_tensor(0.0)
+    assert torch.signbit(negative)
+    assert not torch.signbit(dispatch._number_tensor(0.0))
+    assert torch.isnan(dispatch._number_tensor(float("nan")))
+    assert dispatch._number_tensor(1).dtype == torch.int64
+    assert dispatch._number_tensor(True).dtype == torch.bool
+    assert dispatch._number_tensor(1.0).dtype == torch.float32
+    assert dispatch._number_tensor(np.float64(1.0)).dtype == torch.float64
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert dispatch._number_tensor(1.0).dtype == torch.float64
+        assert dispatch._number_tensor(1j).dtype == torch.complex128
+    finally:
+        torch.set_default_dtype(previous)
+    assert dispatch._number_tensor(1.0).dtype == torch.float32
+    with torch.device("meta"):  # a function mode: what torch.tensor makes under it, made anew
+        assert dispatch._number_tensor(0.5).is_meta
+    assert dispatch._number_tensor(0.5) is first
+    # a composite's wrapped numbers, the same value twice and then another
+    indices = torch.tensor([[0, -1], [3, -4], [5, 2], [1, -6]])
+    for _ in range(2):
+        result = torch.take_along_dim(BASE.to("neuron"), indices.to("neuron"), dim=1)
+        same(result, torch.take_along_dim(BASE, indices, dim=1))
+    same(
+        torch.take_along_dim(BASE[:, :5].to("neuron"), indices.to("neuron"), dim=1),
+        torch.take_along_dim(BASE[:, :5], indices, dim=1),
+    )
 
 
 def test_index_put_in_place_runs_on_the_device(monkeypatch, fresh_eager):

@@ -87,6 +87,76 @@ def test_a_recorded_ops_fresh_results_come_from_one_native_call(deferred, monkey
     assert deferred.REGION_STATS["regions_run"] - runs == 1
 
 
+def _mixed_operands(x, y, w, z):
+    """Ops whose operands take every kind of source: a new region input (with and without a kept array), the same
+    input again, a pending value, a reshape, a transpose, a slice and an expand of one, a CPU scalar, a strided
+    input before a new contiguous one, and pending bytes read as another dtype (which runs the region)."""
+    a = x + y  # new inputs
+    b = a * x  # a pending value, an input read already
+    c = b.reshape(8, 4) @ w  # a reshape of a pending value, a new input
+    d = c.t() + a  # a transpose
+    e = b[1:] - b[:-1]  # slices
+    f = e + torch.tensor(2.0)  # a CPU scalar
+    g = y.t()[:4] + z  # a strided input, then a new input
+    h = a[:1].expand(4, 8) * b  # an expand of a pending value
+    i = h.view(torch.int32) + 1  # the pending bytes as another dtype: the region runs first
+    return a, b, c, d, e, f, g, h, i
+
+
+def test_native_sources_give_what_the_python_path_gives(deferred):
+    """`native.sources_of` answers where `_source_of` would answer the same: the recorded ops' sources, the region's
+    inputs in the same order and of the same types, the same flushes, and the same values."""
+    from neuron_mlir.frontend.device import native
+
+    sources_of = native.sources_of()
+    assert sources_of is not None
+    torch.manual_seed(0)
+    host = [torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 4), torch.randn(4, 4)]
+    _warm(_mixed_operands, *[t.to("neuron") for t in host])
+    recorded: dict[str, tuple[list[object], int, list[torch.Tensor]]] = {}
+    answered: list[object] = []
+
+    def counted(*args):
+        found = sources_of(*args)
+        answered.extend(s for s in found or () if s is not args[-1])
+        return found
+
+    try:
+        for way, reader in (("native", counted), ("python", None)):
+            deferred.use_native(reader)
+            device = [t.to("neuron") for t in host]
+            fresh = device[0] * 1.0  # a fresh result read whole: an array kept on its storage
+            neuron.synchronize()
+            device[0] = fresh
+            snapshots: list[object] = []
+            flushes = deferred.REGION_STATS["flushes"]
+            original = deferred.flush
+
+            def snapshot(snapshots=snapshots, original=original):
+                region = deferred._region
+                # id()s of blocks differ between the two runs: the input keys' other parts, by input index
+                keys = sorted((index, key[1:]) for key, index in region.input_keys.items())
+                snapshots.append(([op.sources for op in region.ops], list(region.input_types), keys))
+                original()
+
+            deferred.flush = snapshot
+            try:
+                results = _mixed_operands(*device)
+                neuron.synchronize()
+            finally:
+                deferred.flush = original
+            recorded[way] = (snapshots, deferred.REGION_STATS["flushes"] - flushes, [r.cpu() for r in results])
+    finally:
+        deferred.use_native(sources_of)
+    assert answered, "the native reader answered none of the operands"
+    assert recorded["native"][:2] == recorded["python"][:2]
+    for native_result, python_result, expected in zip(
+        recorded["native"][2], recorded["python"][2], _mixed_operands(*host), strict=True
+    ):
+        assert torch.equal(native_result, python_result)
+        assert_close_to_torch(native_result, expected)
+
+
 def test_the_same_region_again_is_found_in_the_cache(deferred):
     dx, dw = torch.randn(4, 8, device="neuron"), torch.randn(8, 6, device="neuron")
     _warm(_ops, dx, dw)
