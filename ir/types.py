@@ -53,6 +53,11 @@ _BY_NAME: dict[str, Attribute] = {
 
 def runtime_dtype_name(element_type: Attribute) -> str:
     """'f32', 'bf16', 'i32', ... for an xDSL element type; a clear error for types the core cannot hold."""
+    # the float types by their class first: the passes ask this of every access, and `isinstance` on attribute
+    # classes (ABCs) cost more than the rest of the call
+    known = _FLOAT_NAMES.get(type(element_type))
+    if known is not None:
+        return known
     if isinstance(element_type, Float32Type):
         return "f32"
     if isinstance(element_type, BFloat16Type):
@@ -72,6 +77,16 @@ def runtime_dtype_name(element_type: Attribute) -> str:
             return "i1"
         return f"{'u' if unsigned else 'i'}{width}"
     raise ValueError(f"element type {element_type} has no NeuronCore storage type")
+
+
+_FLOAT_NAMES: dict[type[Attribute], str] = {
+    Float32Type: "f32",
+    BFloat16Type: "bf16",
+    Float16Type: "f16",
+    Float64Type: "f64",
+    Float8E4M3FNType: "f8e4m3",
+    Float8E5M2Type: "f8e5m2",
+}
 
 
 def element_type_for(name: str) -> Attribute:

@@ -91,8 +91,9 @@ class _Memory:
             low, high, row, where = self._arrays[index]
             if address < high:
                 return _rectangle(index, address - low, view, row), where
-        hull_low, hull_high = np.lib.array_utils.byte_bounds(view)
-        return (-1, 0, 1, int(hull_low), int(hull_high)), ""
+        # the byte hull at the address read above (`byte_bounds` would read the array interface again, which
+        # costs more than the rest: most views of a first run's batched nests lie in their lane shadows, here)
+        return _rectangle(-1, address, view, _UNBOUNDED), ""
 
 
 class _Index:

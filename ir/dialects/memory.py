@@ -76,6 +76,9 @@ _SPACES: dict[Memory, type[MemorySpaceAttr]] = {
 }
 
 
+_MEMORY_OF_SPACE: dict[type[Attribute], Memory] = {space: memory for memory, space in _SPACES.items()}
+
+
 def memory_space(memory: Memory | str) -> MemorySpaceAttr:
     """The attribute of `memory`: `#mem<hbm>`, `#mem<sbuf>` or `#mem<psum>`."""
     return _SPACES[Memory(memory)]()
@@ -83,6 +86,12 @@ def memory_space(memory: Memory | str) -> MemorySpaceAttr:
 
 def memory_of(buffer_type: Attribute) -> Memory:
     """The memory of a buffer type; memrefs without a `#mem<...>` space are HBM."""
+    # the passes ask this of every access they look at: a memref of one of the three spaces is answered by the
+    # classes themselves (attribute classes are ABCs, whose `isinstance` costs more than the rest of the call)
+    if type(buffer_type) is MemRefType:
+        known = _MEMORY_OF_SPACE.get(type(buffer_type.memory_space))
+        if known is not None:
+            return known
     if isinstance(buffer_type, MemRefType) and isinstance(buffer_type.memory_space, MemorySpaceAttr):
         return buffer_type.memory_space.memory
     return Memory.HBM

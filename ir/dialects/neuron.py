@@ -103,6 +103,9 @@ class _KeywordAttr(ParametrizedAttribute):
             printer.print_string(self.keyword)
 
 
+_ENGINE_OF_NAME: dict[str, Engine] = {engine.value: engine for engine in Engine}
+
+
 @irdl_attr_definition
 class EngineAttr(_KeywordAttr):
     """The queue an instruction is issued to: `#neuron.engine<vector>` (tensor, vector, scalar, gpsimd, dma)."""
@@ -117,7 +120,9 @@ class EngineAttr(_KeywordAttr):
 
     @property
     def engine(self) -> Engine:
-        return Engine(self.engine_name.data)
+        # a table rather than `Engine(name)`: every pass asks every instruction its engine, often, and the enum's
+        # lookup by value costs ten times the table's (`verify`, run as the attribute is made, admits no other name)
+        return _ENGINE_OF_NAME[self.engine_name.data]
 
     def verify(self) -> None:
         if self.engine_name.data not in {e.value for e in Engine}:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from xdsl.dialects.builtin import MemRefType, f32
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr, f32, i64
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
 
@@ -34,3 +34,11 @@ def test_an_unknown_space_is_a_parse_error_naming_the_known_ones(spelling: str) 
     text = f"func.func @f(%x: memref<4xf32, {spelling}>) {{\n  func.return\n}}"
     with pytest.raises(ParseError, match=r"unknown memory space 'dram' \(expected hbm, sbuf or psum\)"):
         Parser(make_context(), text).parse_module()
+
+
+def test_a_memref_of_another_space_is_hbm_and_a_non_memref_too() -> None:
+    """Only the three `mem` spaces name a memory: a memref of another space (an integer, a string) is HBM, as is
+    any type that is not a memref."""
+    assert memory_of(MemRefType(f32, [4], memory_space=IntegerAttr(1, i64))) is Memory.HBM
+    assert memory_of(MemRefType(f32, [4], memory_space=StringAttr("sbuf"))) is Memory.HBM
+    assert memory_of(f32) is Memory.HBM

@@ -187,3 +187,26 @@ def test_the_index_gives_the_nearest_steps_of_the_keys_asked_for():
     index.add(5, roles[5])  # a step made again over the same arrays is listed once
     index.add(6, [("r", "r", (1, 0, 1, 0, 4), np.zeros(1))])
     assert list(index.after(2, (0, 1), 10)) == [3, 5, 6, 7, 9]
+
+
+def test_a_view_outside_the_machine_has_its_byte_hull_as_footprint():
+    """Views of memory the machine does not hold (a batched nest's lane shadows) are one row of absolute bytes:
+    their hull, whatever the order and repetition of their elements."""
+
+    class _NoMemories:
+        arrays: dict = {}
+        ranges: dict = {}
+
+    memory = copy_forwarding._Memory(_NoMemories())
+    shadow = np.zeros((6, 40), np.float32)
+    views = [
+        shadow,
+        shadow[1:5, 3:17:2],
+        shadow[::-1, ::-3],
+        shadow[2:3, 5:6],
+        np.broadcast_to(shadow[1, 4:9], (7, 5)),
+        shadow.T[4:20].reshape(2, 8, 6)[:, ::-1],
+    ]
+    for view in views:
+        low, high = np.lib.array_utils.byte_bounds(view)
+        assert memory.footprint(view) == ((-1, 0, 1, low, high), "")
