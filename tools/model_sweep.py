@@ -521,12 +521,26 @@ def shrink_config(config: Any, image: int = IMAGE, complete: bool = False) -> di
     return changed
 
 
+def _as_loaded(value: Any) -> Any:
+    """`value` as a checkpoint's config.json gives it: JSON has lists, not tuples. Some defaults are tuples that
+    the model's own code concatenates to lists (ConvNeXt's backbone: `[hidden_sizes[0]] + hidden_sizes`), which
+    only a configuration built from a checkpoint's file can construct."""
+    if isinstance(value, tuple):
+        return [_as_loaded(v) for v in value]
+    if isinstance(value, list):
+        return [_as_loaded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_loaded(v) for k, v in value.items()}
+    return value
+
+
 def tiny_config(model_type: str, image: int = IMAGE, complete: bool = False) -> Any:
-    """The configuration class of `model_type` at its defaults, shrunk (`shrink_config`)."""
+    """The configuration class of `model_type` at its defaults, shrunk (`shrink_config`), with its sequences as
+    lists, as a checkpoint's file gives them (`_as_loaded`)."""
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
-    return type(default)(**shrink_config(default, image, complete))
+    return type(default)(**_as_loaded(shrink_config(default, image, complete)))
 
 
 # -- inputs ------------------------------------------------------------------------------------------------------
