@@ -199,22 +199,59 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
 def _row_order(templates: list[_RowTemplate]) -> list[tuple[int, Operation]]:
     """(tile, op) of the row tiles' ops in the order to clone them: every tile's loads, then each tile's ops that
     its per-row columns (the statistics) depend on, then each tile's others (the normalization), so each engine's
-    queue holds one kind of work after another and the tiles' chains overlap."""
-    phases: list[list[tuple[int, Operation]]] = [[], [], []]
+    queue holds one kind of work after another and the tiles' chains overlap.
+
+    Among the statistics, a tile's passes over its rows (and the columns they read) come before the previous
+    tile's last column ops (those no pass of their tile reads): a column op waits for its tile's passes on other
+    engines, and ahead of the next tile's pass in its engine's queue it would hold that pass back."""
+    loads: list[tuple[int, Operation]] = []
+    passes: list[list[tuple[int, Operation]]] = []
+    finishes: list[list[tuple[int, Operation]]] = []
+    others: list[list[tuple[int, Operation]]] = []
     for position, template in enumerate(templates):
-        columns = [op for op in template.row_ops if any(_is_column(result) for result in op.results)]
-        statistics: set[Operation] = set()
-        pending = list(columns)
-        while pending:
-            op = pending.pop()
-            if op in statistics or op not in template.row_ops:
-                continue
-            statistics.add(op)
-            pending.extend(operand.owner for operand in op.operands if isinstance(operand.owner, Operation))
+        statistics = _ancestors_in([op for op in template.row_ops if any(map(_is_column, op.results))], template)
+        streamed = _ancestors_in([op for op in statistics if _reads_rows(op)], template)
+        passes.append([])
+        finishes.append([])
+        others.append([])
         for op in template.row_ops:
-            phase = 0 if isinstance(op, tile.LoadOp) else 1 if op in statistics else 2
-            phases[phase].append((position, op))
-    return [entry for phase in phases for entry in phase]
+            if isinstance(op, tile.LoadOp):
+                loads.append((position, op))
+            elif op in streamed:
+                passes[-1].append((position, op))
+            elif op in statistics:
+                finishes[-1].append((position, op))
+            else:
+                others[-1].append((position, op))
+    skewed: list[tuple[int, Operation]] = []
+    for position in range(len(templates)):
+        skewed += passes[position]
+        if position:
+            skewed += finishes[position - 1]
+    if finishes:
+        skewed += finishes[-1]
+    return loads + skewed + [entry for tile_ops in others for entry in tile_ops]
+
+
+def _ancestors_in(roots: list[Operation], template: _RowTemplate) -> set[Operation]:
+    """`roots` and the row ops of `template` they depend on."""
+    found: set[Operation] = set()
+    pending = list(roots)
+    while pending:
+        op = pending.pop()
+        if op in found or op not in template.row_ops:
+            continue
+        found.add(op)
+        pending.extend(operand.owner for operand in op.operands if isinstance(operand.owner, Operation))
+    return found
+
+
+def _reads_rows(op: Operation) -> bool:
+    """Whether `op` streams a tile of several columns (a pass over rows, not a per-row column op)."""
+    return any(
+        isinstance(operand.type, TileType) and not _is_column(operand) and not isinstance(op, tile.ExtractOp)
+        for operand in op.operands
+    )
 
 
 def _is_column(value: SSAValue) -> bool:

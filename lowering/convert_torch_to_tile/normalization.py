@@ -323,14 +323,28 @@ def _row_plan(em: LoopNestBuilder, op: Operation, x: SSAValue, axis: int, affine
 
 
 def _row_statistics(e: LoopNestBuilder, tile_x: SSAValue, p: int, length: int, eps: float) -> tuple[SSAValue, SSAValue]:
-    """-mean and rstd of each row of `tile_x` ([p, length]) as [p, 1] fp32 columns."""
-    total = e.insert(tile.ReduceOp(tile_x, "add", column_tile(p))).result
-    negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=-1.0 / length)).result
+    """-mean and rstd of each row of `tile_x` ([p, length]) as [p, 1] fp32 columns.
+
+    The squares are taken about each row's first element c rather than its mean, so ScalarE's pass does not wait
+    for VectorE's sum: var = sum((x - c)^2) / N - (mean - c)^2. That is the shifted-data form of the variance; with
+    c an element of the row, (mean - c)^2 <= N var, so the subtraction cancels at most a factor N of the sum's
+    magnitude, the rounding the sum of N squares already carries."""
+    x_type = tile_x.type
+    assert isinstance(x_type, TileType)
+    first = e.insert(tile.ExtractOp(tile_x, [e.index(0)], TileType((p, 1), x_type.element_type))).result
+    negative_shift = e.insert(tile.BinaryScalarOp(first, "multiply", column_tile(p), scalar=-1.0)).result
     squares = e.insert(
-        tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_mean)
+        tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_shift)
     ).result
     deviation = e.insert(tile.ReduceOp(squares, "add", column_tile(p))).result
-    rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column_tile(p), scale=1.0 / length, bias_value=eps)).result
+    total = e.insert(tile.ReduceOp(tile_x, "add", column_tile(p))).result
+    negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=-1.0 / length)).result
+    # mean - c, then eps - (mean - c)^2 as the rsqrt's per-partition bias: two-step column ops beside -mean
+    scaled = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=1.0 / length)).result
+    offset = e.insert(tile.BinaryScalarOp(scaled, "add", column_tile(p), column=negative_shift)).result
+    offset_squared = e.insert(tile.BinaryScalarOp(offset, "multiply", column_tile(p), column=offset)).result
+    bias = e.insert(tile.BinaryScalarOp(offset_squared, "subtract", column_tile(p), scalar=eps, reverse=True)).result
+    rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column_tile(p), scale=1.0 / length, bias=bias)).result
     return negative_mean, rstd
 
 
