@@ -17,8 +17,15 @@
 // CHECK:       %[[B_COLUMNS:.*]] = tile.load %[[B]][%c0, %c0] {{.*}} -> !tile.tile<128x2xbf16, sbuf>
 // CHECK:       %[[X0:.*]] = tile.load %[[ROWS]][%c0, %c0] {{.*}} -> !tile.tile<128x256xbf16, sbuf>
 // CHECK:       %[[X1:.*]] = tile.load %[[ROWS]][%c128, %c0] {{.*}} -> !tile.tile<128x256xbf16, sbuf>
+// Each row squared about its first element, and a tile's passes over its rows ahead of the tile before's
+// column ops (its rsqrt): the next square does not queue behind them.
+// CHECK:       tile.extract %[[X0]][%c0] : !tile.tile<128x256xbf16, sbuf> -> !tile.tile<128x1xbf16, sbuf>
+// CHECK:       %[[SQUARES0:.*]] = tile.unary %[[X0]] bias %{{.*}} {fn = "square"}
+// CHECK:       %[[DEVIATION0:.*]] = tile.reduce %[[SQUARES0]]
 // CHECK:       tile.reduce %[[X0]]
+// CHECK:       tile.unary %[[X1]] bias %{{.*}} {fn = "square"}
 // CHECK:       tile.reduce %[[X1]]
+// CHECK:       tile.unary %[[DEVIATION0]] bias %{{.*}} {fn = "rsqrt"
 // CHECK:       %[[N0:.*]] = tile.binary_scalar {{.*}} column {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<128x256xbf16, sbuf>
 // CHECK:       scf.for %[[T:.*]] = %c0 to %c2 step %c1
 // CHECK:         %[[TILE:.*]] = tile.extract %[[N0]]
