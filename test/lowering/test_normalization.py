@@ -13,9 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.context import Context
+from xdsl.ir import Operation
 from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
+from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.semantics import check_semantics, random_inputs
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -97,14 +99,14 @@ func.func @main(%x: {x}, %w: {vector}, %b: {vector}) -> {x} {{
 
 def _square_shifts(module) -> list[str]:
     """What each layer norm square's bias column is computed from: the op that `tile.binary_scalar` negates."""
-    from neuron_mlir.ir.dialects import tile
-
     shifts = []
     for op in module.walk():
         if isinstance(op, tile.UnaryOp) and op.fn.data == "square" and op.bias is not None:
             negation = op.bias.owner
             assert isinstance(negation, tile.BinaryScalarOp)
-            shifts.append(negation.input.owner.name)
+            source = negation.input.owner
+            assert isinstance(source, Operation)
+            shifts.append(source.name)
     return shifts
 
 
