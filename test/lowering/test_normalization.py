@@ -98,13 +98,14 @@ func.func @main(%x: {x}, %w: {vector}, %b: {vector}) -> {x} {{
 
 
 def _square_shifts(module) -> list[str]:
-    """What each layer norm square's bias column is computed from: the op that `tile.binary_scalar` negates."""
+    """Where each layer norm square's bias column comes from: an extract of x's rows (the shifted form) or the op
+    that `tile.binary_scalar` negates into -mean."""
     shifts = []
     for op in module.walk():
         if isinstance(op, tile.UnaryOp) and op.fn.data == "square" and op.bias is not None:
-            negation = op.bias.owner
-            assert isinstance(negation, tile.BinaryScalarOp)
-            source = negation.input.owner
+            source = op.bias.owner
+            if isinstance(source, tile.BinaryScalarOp):
+                source = source.input.owner
             assert isinstance(source, Operation)
             shifts.append(source.name)
     return shifts

@@ -20,11 +20,11 @@
 // column ops (its rsqrt), so that the next square does not queue behind them, and each load just before its
 // tile's passes, so that copies building forwarded rows do not queue ahead of the earlier tiles' passes.
 // CHECK:       tile.extract %[[X0]][%c0] : !tile.tile<128x256xbf16, sbuf> -> !tile.tile<128x1xbf16, sbuf>
-// CHECK:       %[[SQUARES0:.*]] = tile.unary %[[X0]] bias %{{.*}} {fn = "square"}
+// CHECK:       %[[SQUARES0:.*]] = tile.unary %[[X0]] bias %{{.*}} {fn = "square", scale = -1.000000e+00 : f64}
 // CHECK:       %[[DEVIATION0:.*]] = tile.reduce %[[SQUARES0]]
 // CHECK:       tile.reduce %[[X0]]
 // CHECK:       %[[X1:.*]] = tile.load %[[ROWS]][%c128, %c0] {{.*}} -> !tile.tile<128x256xbf16, sbuf>
-// CHECK:       tile.unary %[[X1]] bias %{{.*}} {fn = "square"}
+// CHECK:       tile.unary %[[X1]] bias %{{.*}} {fn = "square", scale = -1.000000e+00 : f64}
 // CHECK:       tile.reduce %[[X1]]
 // CHECK:       tile.unary %[[DEVIATION0]] bias %{{.*}} {fn = "rsqrt"
 // CHECK:       %[[N0:.*]] = tile.binary_scalar {{.*}} column {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<128x256xbf16, sbuf>
