@@ -22,14 +22,14 @@ Input contract: tile-level functions as convert-torch-to-tile writes them (after
 * the nests holding the stores write nothing else (a layer norm whose statistics are saved for a backward pass
   keeps its nest), and nothing writes x or the vectors from the first store's nest on.
 
-Output guarantee: each panel loop reading A is replaced (for K below 128, the partial tiles' loads of one
-block): its rows are computed by the stores' row ops cloned with the panel's row index (every tile's loads, then
-each tile's statistics, then each tile's normalization, so each engine's queue holds one kind of work after
-another), rounded to A's element type as the stored rows were, and transposed 128 columns at a time (the partial
-last K tile after the loop); each transposed tile leaves PSUM through the per-feature ops as per-partition
-`binary_scalar`s (the vectors loaded once as [128, K // 128] columns and a [K % 128, 1] last one), in fp32 and
-rounded to A's type at the last. The rows are rounded to A's type before the affine instead of after it (the
-transposes stay 16-bit, at TensorE's full rate).
+Output guarantee: each panel loop reading A is replaced (for K below 128, the partial tiles' loads of one block):
+its rows are computed by the stores' row ops cloned with the panel's row index (each tile's loads and statistics, a
+tile's loads and passes over its rows ahead of the tile before's last column ops, then each tile's normalization, so
+each engine's queue holds one kind of work after another), rounded to A's element type as the stored rows were, and
+transposed 128 columns at a time (the partial last K tile after the loop); each transposed tile leaves PSUM through
+the per-feature ops as per-partition `binary_scalar`s (the vectors loaded once as [128, K // 128] columns and a
+[K % 128, 1] last one), in fp32 and rounded to A's type at the last. The rows are rounded to A's type before the affine
+instead of after it (the transposes stay 16-bit, at TensorE's full rate).
 A's stores and whatever only they used (the layer norm's nest) are erased.
 
 What it leaves alone: an A with another reader (it must reach HBM anyway), or loaded other than as whole rows
@@ -197,24 +197,64 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
 
 
 def _row_order(templates: list[_RowTemplate]) -> list[tuple[int, Operation]]:
-    """(tile, op) of the row tiles' ops in the order to clone them: every tile's loads, then each tile's ops that
-    its per-row columns (the statistics) depend on, then each tile's others (the normalization), so each engine's
-    queue holds one kind of work after another and the tiles' chains overlap."""
-    phases: list[list[tuple[int, Operation]]] = [[], [], []]
+    """(tile, op) of the row tiles' ops in the order to clone them: each tile's loads and the ops that its per-row
+    columns (the statistics) depend on, then each tile's others (the normalization), so each engine's queue holds
+    one kind of work after another and the tiles' chains overlap.
+
+    A tile's loads and passes over its rows (and the columns they read) come before the previous tile's last
+    column ops (those no pass of their tile reads): a column op waits for its tile's passes on other engines, and
+    ahead of the next tile's pass in its engine's queue it would hold that pass back. Each tile's loads come just
+    before its passes rather than all first: rows that tile-fuse-loops later builds on chip from stored tiles
+    are copies on the engines, which would otherwise queue ahead of the earlier tiles' passes."""
+    loads: list[list[tuple[int, Operation]]] = []
+    passes: list[list[tuple[int, Operation]]] = []
+    finishes: list[list[tuple[int, Operation]]] = []
+    others: list[list[tuple[int, Operation]]] = []
     for position, template in enumerate(templates):
-        columns = [op for op in template.row_ops if any(_is_column(result) for result in op.results)]
-        statistics: set[Operation] = set()
-        pending = list(columns)
-        while pending:
-            op = pending.pop()
-            if op in statistics or op not in template.row_ops:
-                continue
-            statistics.add(op)
-            pending.extend(operand.owner for operand in op.operands if isinstance(operand.owner, Operation))
+        statistics = _ancestors_in([op for op in template.row_ops if any(map(_is_column, op.results))], template)
+        streamed = _ancestors_in([op for op in statistics if _reads_rows(op)], template)
+        loads.append([])
+        passes.append([])
+        finishes.append([])
+        others.append([])
         for op in template.row_ops:
-            phase = 0 if isinstance(op, tile.LoadOp) else 1 if op in statistics else 2
-            phases[phase].append((position, op))
-    return [entry for phase in phases for entry in phase]
+            if isinstance(op, tile.LoadOp):
+                loads[-1].append((position, op))
+            elif op in streamed:
+                passes[-1].append((position, op))
+            elif op in statistics:
+                finishes[-1].append((position, op))
+            else:
+                others[-1].append((position, op))
+    skewed: list[tuple[int, Operation]] = []
+    for position in range(len(templates)):
+        skewed += loads[position] + passes[position]
+        if position:
+            skewed += finishes[position - 1]
+    if finishes:
+        skewed += finishes[-1]
+    return skewed + [entry for tile_ops in others for entry in tile_ops]
+
+
+def _ancestors_in(roots: list[Operation], template: _RowTemplate) -> set[Operation]:
+    """`roots` and the row ops of `template` they depend on."""
+    found: set[Operation] = set()
+    pending = list(roots)
+    while pending:
+        op = pending.pop()
+        if op in found or op not in template.row_ops:
+            continue
+        found.add(op)
+        pending.extend(operand.owner for operand in op.operands if isinstance(operand.owner, Operation))
+    return found
+
+
+def _reads_rows(op: Operation) -> bool:
+    """Whether `op` streams a tile of several columns (a pass over rows, not a per-row column op)."""
+    return any(
+        isinstance(operand.type, TileType) and not _is_column(operand) and not isinstance(op, tile.ExtractOp)
+        for operand in op.operands
+    )
 
 
 def _is_column(value: SSAValue) -> bool:

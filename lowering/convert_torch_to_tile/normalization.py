@@ -322,15 +322,47 @@ def _row_plan(em: LoopNestBuilder, op: Operation, x: SSAValue, axis: int, affine
     return _RowPlan(x_view_layout, tuple(row_dims), tuple(out_rows), tuple(stat_rows), length, affine, strides)
 
 
-def _row_statistics(e: LoopNestBuilder, tile_x: SSAValue, p: int, length: int, eps: float) -> tuple[SSAValue, SSAValue]:
-    """-mean and rstd of each row of `tile_x` ([p, length]) as [p, 1] fp32 columns."""
-    total = e.insert(tile.ReduceOp(tile_x, "add", column_tile(p))).result
-    negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=-1.0 / length)).result
+# Row tiles up to which a layer norm's statistics take the shifted-data form (`_row_statistics`).
+_SHIFTED_MAX_ROW_TILES = 4
+
+
+def _row_statistics(
+    e: LoopNestBuilder, tile_x: SSAValue, p: int, length: int, eps: float, shifted: bool
+) -> tuple[SSAValue, SSAValue]:
+    """-mean and rstd of each row of `tile_x` ([p, length]) as [p, 1] fp32 columns.
+
+    Two passes (`shifted` False): the sum, then the squares about the mean. With `shifted`, the squares are taken
+    about each row's first element c instead (ScalarE's (c - x)^2: scale -1, c the per-partition bias), so
+    ScalarE's pass does not wait for VectorE's sum: var = sum((x - c)^2) / N - (mean - c)^2, the shifted-data form
+    of the variance; with c an element of the row, (mean - c)^2 <= N var, so the subtraction cancels at most a
+    factor N of the sum's magnitude, the rounding the sum of N squares already carries. It costs more column
+    ops per tile: worth it where a few row tiles wait on the chain (a matmul's prologue), not in a long loop whose
+    trips overlap anyway."""
+    if not shifted:
+        total = e.insert(tile.ReduceOp(tile_x, "add", column_tile(p))).result
+        negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=-1.0 / length)).result
+        squares = e.insert(
+            tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_mean)
+        ).result
+        deviation = e.insert(tile.ReduceOp(squares, "add", column_tile(p))).result
+        rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column_tile(p), scale=1.0 / length, bias_value=eps)).result
+        return negative_mean, rstd
+    x_type = tile_x.type
+    assert isinstance(x_type, TileType)
+    first = e.insert(tile.ExtractOp(tile_x, [e.index(0)], TileType((p, 1), x_type.element_type))).result
+    # (c - x)^2: the activation's scale -1 and c itself as its per-partition bias, no column op before the pass
     squares = e.insert(
-        tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_mean)
+        tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), scale=-1.0, bias=first)
     ).result
     deviation = e.insert(tile.ReduceOp(squares, "add", column_tile(p))).result
-    rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column_tile(p), scale=1.0 / length, bias_value=eps)).result
+    total = e.insert(tile.ReduceOp(tile_x, "add", column_tile(p))).result
+    negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=-1.0 / length)).result
+    # mean - c, then eps - (mean - c)^2 as the rsqrt's per-partition bias: two-step column ops beside -mean
+    scaled = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=1.0 / length)).result
+    offset = e.insert(tile.BinaryScalarOp(scaled, "subtract", column_tile(p), column=first)).result
+    offset_squared = e.insert(tile.BinaryScalarOp(offset, "multiply", column_tile(p), column=offset)).result
+    bias = e.insert(tile.BinaryScalarOp(offset_squared, "subtract", column_tile(p), scalar=eps, reverse=True)).result
+    rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column_tile(p), scale=1.0 / length, bias=bias)).result
     return negative_mean, rstd
 
 
@@ -397,10 +429,14 @@ def _layer_norm_on_chip(
     for p in sorted(heights):
         params.load(p)
 
+    # few row tiles (a Linear layer's prologue of one block row): the statistics' chain is the latency
+    row_tiles = math.prod(row_dims[:-1]) * -(-row_dims[-1] // PARTITION_TILE)
+    shifted = row_tiles <= _SHIFTED_MAX_ROW_TILES
+
     def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0, 0]
         tile_x = load(e, x_view, indices, (p, length))
-        negative_mean, rstd = _row_statistics(e, tile_x, p, length, eps)
+        negative_mean, rstd = _row_statistics(e, tile_x, p, length, eps, shifted)
         m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
         final = m.result
         centred = e.insert(tile.BinaryScalarOp(tile_x, "add", m.inner, column=negative_mean)).result

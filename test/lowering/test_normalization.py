@@ -13,9 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.context import Context
+from xdsl.ir import Operation
 from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
+from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.semantics import check_semantics, random_inputs
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -81,4 +83,44 @@ def test_layer_norm_backward_in_one_wavefront_matches_aten(weight, mask):
     ConvertTorchToTilePass().apply(Context(), after)
     inputs = random_inputs(before)
     inputs[3] = np.abs(inputs[3]) + 0.5  # rstd
+    assert check_semantics(before, after, inputs) == []
+
+
+def _layer_norm_forward_module(rows: int, width: int) -> str:
+    x, vector = f"tensor<{rows}x{width}xf32>", f"tensor<{width}xf32>"
+    stats = f"tensor<{rows}x1xf32>"
+    return f"""
+func.func @main(%x: {x}, %w: {vector}, %b: {vector}) -> {x} {{
+  %r:3 = torch.aten.native_layer_norm %x, %w, %b {{normalized_shape = array<i64: {width}>, eps = 1.0e-05 : f64}} : ({x}, {vector}, {vector}) -> ({x}, {stats}, {stats})
+  func.return %r#0 : {x}
+}}
+"""
+
+
+def _square_shifts(module) -> list[str]:
+    """Where each layer norm square's bias column comes from: an extract of x's rows (the shifted form) or the op
+    that `tile.binary_scalar` negates into -mean."""
+    shifts = []
+    for op in module.walk():
+        if isinstance(op, tile.UnaryOp) and op.fn.data == "square" and op.bias is not None:
+            source = op.bias.owner
+            if isinstance(source, tile.BinaryScalarOp):
+                source = source.input.owner
+            assert isinstance(source, Operation)
+            shifts.append(source.name)
+    return shifts
+
+
+@pytest.mark.parametrize(("rows", "shift"), [(256, "tile.extract"), (1024, "tile.reduce")], ids=["few", "many"])
+def test_layer_norm_forward_statistics_shift(rows, shift):
+    """Up to four row tiles square about each row's first element (the shifted-data variance), so the squares do
+    not wait for the sum; more row tiles square about the mean. Rows far from zero against their spread check that
+    the shifted form keeps its precision: E[x^2] - mean^2 in fp32 would not pass here."""
+    text = _layer_norm_forward_module(rows, 200)
+    before = Parser(make_context(), text).parse_module()
+    after = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), after)
+    assert set(_square_shifts(after)) == {shift}
+    inputs = random_inputs(before)
+    inputs[0] = (1000.0 + inputs[0]).astype(np.float32)
     assert check_semantics(before, after, inputs) == []

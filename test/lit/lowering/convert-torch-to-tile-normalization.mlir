@@ -9,9 +9,10 @@ func.func @layer_norm(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
   func.return %0, %1, %2 : tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>
 }
 // Layer norm of rows that fit on chip: one pass over x. The weight and bias are loaded once as
-// partition-broadcast tiles; per row tile the sum, -mean as a per-partition bias of the squares, their sum,
-// rsqrt(sum / 8 + eps), then (x - mean) * rstd with the [4, 1] statistics as per-partition scalars, the affine
-// parameters, and the saved statistics stored as [4, 1] columns.
+// partition-broadcast tiles; per row tile (one here: at most four take the shifted-data form) the squares of
+// c - x, c each row's first element as the per-partition bias (scale -1), and their sum, the row sum and -mean, eps - (mean - c)^2 as the per-partition bias
+// of rsqrt(sum / 8 + bias), then (x - mean) * rstd with the [4, 1] statistics as per-partition scalars, the
+// affine parameters, and the saved statistics stored as [4, 1] columns.
 // CHECK-LABEL: func.func @layer_norm
 // CHECK:       %[[OUT:.*]] = memref.alloc() : memref<4x8xf32, #mem<hbm>>
 // CHECK-NEXT:  %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #mem<hbm>>
@@ -21,11 +22,16 @@ func.func @layer_norm(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
 // CHECK-NEXT:  %[[BV:.*]] = tile.view %b
 // CHECK-NEXT:  %[[B:.*]] = tile.load %[[BV]][%c0, %c0]
 // CHECK-NEXT:  %[[X:.*]] = tile.load %x[%c0, %c0] : memref<4x8xf32, #mem<hbm>> -> !tile.tile<4x8xf32, sbuf>
+// CHECK-NEXT:  %[[FIRST:.*]] = tile.extract %[[X]][%c0] : !tile.tile<4x8xf32, sbuf> -> !tile.tile<4x1xf32, sbuf>
+// CHECK-NEXT:  %[[SQ:.*]] = tile.unary %[[X]] bias %[[FIRST]] {fn = "square", scale = -1.000000e+00 : f64}
+// CHECK-NEXT:  %[[DEV:.*]] = tile.reduce %[[SQ]] {op = "add"}
 // CHECK-NEXT:  %[[SUM:.*]] = tile.reduce %[[X]] {op = "add"}
 // CHECK-NEXT:  %[[NEG:.*]] = tile.binary_scalar %[[SUM]] {op = "multiply", scalar = -1.250000e-01 : f64}
-// CHECK-NEXT:  %[[SQ:.*]] = tile.unary %[[X]] bias %[[NEG]] {fn = "square"}
-// CHECK-NEXT:  %[[DEV:.*]] = tile.reduce %[[SQ]] {op = "add"}
-// CHECK-NEXT:  %[[R:.*]] = tile.unary %[[DEV]] {fn = "rsqrt", scale = 1.250000e-01 : f64, bias_value = 1.000000e-05 : f64}
+// CHECK-NEXT:  %[[AVERAGE:.*]] = tile.binary_scalar %[[SUM]] {op = "multiply", scalar = 1.250000e-01 : f64}
+// CHECK-NEXT:  %[[OFFSET:.*]] = tile.binary_scalar %[[AVERAGE]] column %[[FIRST]] {op = "subtract"}
+// CHECK-NEXT:  %[[SQUARED:.*]] = tile.binary_scalar %[[OFFSET]] column %[[OFFSET]] {op = "multiply"}
+// CHECK-NEXT:  %[[BIAS:.*]] = tile.binary_scalar %[[SQUARED]] {op = "subtract", scalar = 1.000000e-05 : f64, reverse = true}
+// CHECK-NEXT:  %[[R:.*]] = tile.unary %[[DEV]] bias %[[BIAS]] {fn = "rsqrt", scale = 1.250000e-01 : f64}
 // CHECK-NEXT:  %[[C:.*]] = tile.binary_scalar %[[X]] column %[[NEG]] {op = "add"}
 // CHECK-NEXT:  %[[N:.*]] = tile.binary_scalar %[[C]] column %[[R]] {op = "multiply"}
 // CHECK-NEXT:  %[[WEIGHTED:.*]] = tile.binary %[[N]], %[[W]] {op = "multiply"}

@@ -133,7 +133,8 @@ func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: ten
 // CHECK:         tile.matmul
 // CHECK-NOT:     tile.matmul
 // CHECK:         %[[PRODUCT:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "add"} : {{.*}} -> !tile.tile<128x96xf32, sbuf>
-// CHECK-NEXT:    tile.reduce %[[PRODUCT]] {op = "add"}
+// CHECK-NEXT:    tile.extract %[[PRODUCT]][%c0]
+// CHECK:         tile.reduce %[[PRODUCT]] {op = "add"}
 // CHECK-NOT:     tile.load
 // CHECK:         tile.store {{.*}}[%[[ROW]], %c0] : !tile.tile<128x96xf32, sbuf>
 // CHECK-NEXT:  }

@@ -16,9 +16,17 @@
 // CHECK:       %[[B:.*]] = tile.view %b : memref<256xbf16, #mem<hbm>> to memref<128x2xbf16, strided<[1, 128]>, #mem<hbm>>
 // CHECK:       %[[B_COLUMNS:.*]] = tile.load %[[B]][%c0, %c0] {{.*}} -> !tile.tile<128x2xbf16, sbuf>
 // CHECK:       %[[X0:.*]] = tile.load %[[ROWS]][%c0, %c0] {{.*}} -> !tile.tile<128x256xbf16, sbuf>
-// CHECK:       %[[X1:.*]] = tile.load %[[ROWS]][%c128, %c0] {{.*}} -> !tile.tile<128x256xbf16, sbuf>
+// Each row squared about its first element; a tile's load and passes over its rows ahead of the tile before's
+// column ops (its rsqrt), so that the next square does not queue behind them, and each load just before its
+// tile's passes, so that copies building forwarded rows do not queue ahead of the earlier tiles' passes.
+// CHECK:       tile.extract %[[X0]][%c0] : !tile.tile<128x256xbf16, sbuf> -> !tile.tile<128x1xbf16, sbuf>
+// CHECK:       %[[SQUARES0:.*]] = tile.unary %[[X0]] bias %{{.*}} {fn = "square", scale = -1.000000e+00 : f64}
+// CHECK:       %[[DEVIATION0:.*]] = tile.reduce %[[SQUARES0]]
 // CHECK:       tile.reduce %[[X0]]
+// CHECK:       %[[X1:.*]] = tile.load %[[ROWS]][%c128, %c0] {{.*}} -> !tile.tile<128x256xbf16, sbuf>
+// CHECK:       tile.unary %[[X1]] bias %{{.*}} {fn = "square", scale = -1.000000e+00 : f64}
 // CHECK:       tile.reduce %[[X1]]
+// CHECK:       tile.unary %[[DEVIATION0]] bias %{{.*}} {fn = "rsqrt"
 // CHECK:       %[[N0:.*]] = tile.binary_scalar {{.*}} column {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<128x256xbf16, sbuf>
 // CHECK:       scf.for %[[T:.*]] = %c0 to %c2 step %c1
 // CHECK:         %[[TILE:.*]] = tile.extract %[[N0]]
@@ -50,8 +58,8 @@ func.func @main(%x: tensor<1x300x256xbf16>, %g: tensor<256xbf16>, %b: tensor<256
 // CHECK:       %[[BETA:.*]] = tile.load %{{.*}} -> !tile.tile<128x1xbf16, sbuf>
 // CHECK:       %[[BETA_REST:.*]] = tile.load %{{.*}} -> !tile.tile<72x1xbf16, sbuf>
 // CHECK:       %[[X0:.*]] = tile.load %[[ROWS]][%c0, %c0] {{.*}} -> !tile.tile<128x200xbf16, sbuf>
-// CHECK:       %[[X1:.*]] = tile.load %[[ROWS]][%c128, %c0] {{.*}} -> !tile.tile<2x200xbf16, sbuf>
 // CHECK:       tile.reduce %[[X0]]
+// CHECK:       %[[X1:.*]] = tile.load %[[ROWS]][%c128, %c0] {{.*}} -> !tile.tile<2x200xbf16, sbuf>
 // CHECK:       tile.reduce %[[X1]]
 // CHECK:       %[[N0:.*]] = tile.binary_scalar {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<128x200xbf16, sbuf>
 // CHECK:       scf.for %[[K:.*]] = %c0 to %c1 step %c1 iter_args
@@ -86,8 +94,8 @@ func.func @main(%rest: tensor<1x130x200xbf16>, %g: tensor<200xbf16>, %b: tensor<
 // CHECK:       %[[G:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
 // CHECK:       %[[B:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
 // CHECK:       %[[X0:.*]] = tile.load %short[%c0, %c0] {{.*}} -> !tile.tile<128x32xf32, sbuf>
-// CHECK:       %[[X1:.*]] = tile.load %short[%c128, %c0] {{.*}} -> !tile.tile<2x32xf32, sbuf>
 // CHECK:       tile.reduce %[[X0]]
+// CHECK:       %[[X1:.*]] = tile.load %short[%c128, %c0] {{.*}} -> !tile.tile<2x32xf32, sbuf>
 // CHECK:       tile.reduce %[[X1]]
 // CHECK:       %[[N0:.*]] = tile.binary_scalar {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<128x32xf32, sbuf>
 // CHECK:       %[[N1:.*]] = tile.binary_scalar {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<2x32xf32, sbuf>
