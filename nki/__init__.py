@@ -68,9 +68,9 @@ __all__ = [
 ]
 
 # The passes that take a traced module to a runnable program: the kernel's own instructions and engines stay
-# as written (no fusion or rebalancing); innermost loops that move data get copies with buffers of their own so
-# that a trip's loads overlap the previous trip's compute (as NKI's compiler pipelines affine loops), and the
-# back end queues, places and synchronises the instructions.
+# as written (no fusion or rebalancing); loops that move data, where no loop inside them does, get copies with
+# buffers of their own so that a trip's loads overlap the previous trip's compute (as NKI's compiler pipelines
+# affine loops), and the back end queues, places and synchronises the instructions.
 BACKEND_PASSES = (
     "neuron-unroll-loops",
     "neuron-assign-dma-queues",

@@ -618,10 +618,10 @@ class Trace:
     _end: func.ReturnOp = field(init=False)
     _inputs: list[Buffer] = field(default_factory=list)
     _counters: int = 0  # random counters handed out so far
-    # loops (by source line) that directly make on-chip buffers, issue DMAs, or hold other traced loops
+    # loops (by source line) that directly make on-chip buffers or issue DMAs
     _allocating_loops: set[LoopKey] = field(default_factory=set)
     _dma_loops: set[LoopKey] = field(default_factory=set)
-    _outer_loops: set[LoopKey] = field(default_factory=set)
+    _around_dma_loops: set[LoopKey] = field(default_factory=set)  # loops holding a loop that issues DMAs
 
     def start(self, inputs: Sequence[tuple[str, tuple[int, ...], np.dtype]]) -> list[NkiTensor]:
         """Begin the function with one HBM argument per input; their tensors."""
@@ -694,8 +694,6 @@ class Trace:
         if bounds:
             raise NeedsUnrolling(bounds, "a loop bound depends on another loop's index")
         trips = range(int(start), int(stop), int(step))
-        if self.loops:
-            self._outer_loops.add(self.loops[-1].key)
         if self.unroll_all or key in self.unrolled or len(trips) < 2:
             yield from trips
             return
@@ -727,11 +725,12 @@ class Trace:
         yield from trips[len(rounds) * copies :]
 
     def rotation_candidates(self) -> frozenset[LoopKey]:
-        """Traced loops whose bodies make on-chip buffers themselves, except innermost loops that move data
-        (`neuron-unroll-loops` gives those copies by its cost model): traced with two copies of the body per trip,
-        consecutive trips use different buffers, so one trip's loads and matmuls overlap the previous trip's
-        work, as NKI's compiler rotates the buffers of affine loops."""
-        innermost_moving = self._dma_loops - self._outer_loops
+        """Traced loops whose bodies make on-chip buffers themselves, except loops that move data where no loop
+        inside them does (`neuron-unroll-loops` gives those copies by its cost model, loops that only compute
+        copied with them): traced with two copies of the body per trip, consecutive trips use different buffers,
+        so one trip's loads and matmuls overlap the previous trip's work, as NKI's compiler rotates the buffers of
+        affine loops."""
+        innermost_moving = self._dma_loops - self._around_dma_loops
         return frozenset(self._allocating_loops - innermost_moving)
 
     def index_constant(self, value: int) -> SSAValue:
@@ -874,6 +873,7 @@ class Trace:
             props["queue"] = IntegerAttr(0, i64)
             if self.loops:
                 self._dma_loops.add(self.loops[-1].key)
+                self._around_dma_loops.update(loop.key for loop in self.loops[:-1])
         operands = {}
         for role, (tensor, pattern) in resolved.items():
             offset = self.index_value(tensor.offset) if isinstance(tensor.offset, Affine) else None

@@ -265,3 +265,25 @@ def test_fori_loop_bounds_are_known_when_traced():
     ) as caught:
         nki.simulate(register_bound)(np.zeros((1, 1), np.int32))
     assert str(caught.value).endswith("(register_bound))")
+
+
+@nki.jit
+def rows_scaled_by_an_inner_loop(a, steps):
+    """Each row block is loaded, halved `steps` times by a loop that only computes, and stored: the row loop moves
+    data and no loop inside it does, so it is traced once per trip and left to neuron-unroll-loops."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for block in nl.affine_range(a.shape[0] // 128):
+        rows = nl.ds(block * 128, 128)
+        tile = nl.load(a[rows, :])
+        for _step in nl.affine_range(steps):
+            nisa.tensor_scalar(tile, tile, nl.multiply, 0.5)
+        nl.store(out[rows, :], tile)
+    return out
+
+
+def test_a_loop_around_a_loop_that_only_computes_is_left_to_the_unroller():
+    a = np.random.default_rng(21).standard_normal((512, 64)).astype(np.float32)
+    module = nki.trace(rows_scaled_by_an_inner_loop, a, 3)
+    dmas = [op for op in module.walk() if isinstance(op, neuron.DmaCopyOp)]
+    assert len(dmas) == 2, "one copy of the row loop's body: its load and its store"
+    numpy_close(nki.simulate(rows_scaled_by_an_inner_loop)(a, 3), a * 0.125)
