@@ -11,12 +11,8 @@ and rounds int64's largest to 2^63, which wraps to its smallest (`number_attr`).
 from __future__ import annotations
 
 from xdsl.dialects.builtin import (
-    BFloat16Type,
     Float8E4M3FNType,
     Float8E5M2Type,
-    Float16Type,
-    Float32Type,
-    Float64Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -53,23 +49,11 @@ _BY_NAME: dict[str, Attribute] = {
 
 def runtime_dtype_name(element_type: Attribute) -> str:
     """'f32', 'bf16', 'i32', ... for an xDSL element type; a clear error for types the core cannot hold."""
-    # the float types by their class first: the passes ask this of every access, and `isinstance` on attribute
-    # classes (ABCs) cost more than the rest of the call
+    # the float types by their class (none is subclassed): the passes ask this of every access, and `isinstance`
+    # on attribute classes (ABCs) costs more than the rest of the call
     known = _FLOAT_NAMES.get(type(element_type))
     if known is not None:
         return known
-    if isinstance(element_type, Float32Type):
-        return "f32"
-    if isinstance(element_type, BFloat16Type):
-        return "bf16"
-    if isinstance(element_type, Float16Type):
-        return "f16"
-    if isinstance(element_type, Float64Type):
-        return "f64"
-    if isinstance(element_type, Float8E4M3FNType):
-        return "f8e4m3"
-    if isinstance(element_type, Float8E5M2Type):
-        return "f8e5m2"
     if isinstance(element_type, IntegerType):
         width = element_type.width.data
         unsigned = element_type.signedness.data == Signedness.UNSIGNED
@@ -80,12 +64,7 @@ def runtime_dtype_name(element_type: Attribute) -> str:
 
 
 _FLOAT_NAMES: dict[type[Attribute], str] = {
-    Float32Type: "f32",
-    BFloat16Type: "bf16",
-    Float16Type: "f16",
-    Float64Type: "f64",
-    Float8E4M3FNType: "f8e4m3",
-    Float8E5M2Type: "f8e5m2",
+    type(element_type): name for name, element_type in _BY_NAME.items() if not isinstance(element_type, IntegerType)
 }
 
 
