@@ -50,8 +50,12 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
 * A's rows are loaded whole for a hoisted panel ([m, K] at the block row's rows, and the partial last K tile
   on its own), which is what tile-fuse-matmul-prologues and tile-fuse-matmul-chains replace with rows computed on
   chip (a layer norm's; a Linear layer's activations, built transposed).
-* A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
-  stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
+* A bias row is added by one more matmul per accumulator, the first (a ones row [1, m] as the stationary, the
+  bias row's [1, n] window as the moving), its load issued at the start of the block (for a resident B, the whole
+  row's, ahead of B's loads).
+* Within a chunk of K tiles, each m sub-tile's matmuls run before the next sub-tile's, so that a block's first
+  accumulators are final while TensorE still works on the others: their evacuation, epilogue and store overlap
+  the rest of the block instead of all waiting for its last K tile.
 * A sub-tile of few rows (the rows the tiles of 128 leave over) over a long K runs with the roles swapped
   (`_Kernel.swapped`): 128-column pieces of B stationary, its rows moving, so TensorE streams its few rows
   instead of B's columns; each [128, rows] accumulator is transposed back (bit-exact) as it leaves PSUM.
@@ -414,7 +418,7 @@ def emit_matmul(
     """`lhs @ rhs (+ bias_row)` for [M, K] @ [K, N], or batched [B, M, K] @ [B, K, N]; any strides.
 
     `bias_row` ([..., 1, N], any strides) is added to every row of the product by TensorE: one more matmul per
-    accumulator, a ones row [1, m] against the bias row [1, n], so the evacuation stays a plain copy.
+    accumulator, its first, a ones row [1, m] against the bias row [1, n], so the evacuation stays a plain copy.
     `rows` (a 2-D product in a size bucket's program) lets the product compute only the real rows' tiles
     (`emit_bounded_matmul`).
     """
@@ -783,7 +787,9 @@ class _Kernel:
                 and m <= block_m
                 and -(-n // (b.n_subs * b.n_tile)) <= MAX_UNROLLED_BLOCKS
             )
-            if by_block and self.bias_row is not None:  # ahead of B: DMA bandwidth goes in program order
+            # The bias row ahead of B: DMA bandwidth goes to transfers in program order, and each block's first
+            # matmul reads it (a row loaded per block, behind B, held the linear forward's first block back 13 us)
+            if self.bias_row is not None:
                 self.bias_whole = load(em, self.bias_row, [*batch, 0, 0], (1, n))
             self.build_resident(em, batch, n, by_block)
             for subs, panels in rows:
@@ -853,11 +859,15 @@ class _Kernel:
         b = self.blocking
         columns = [(em.add(n0, offset), size) for offset, size in _split(n_size, b.n_tile)]
         k_full, k_rest = divmod(self.k, b.k_tile)
-        # The bias row loads first, so it has long arrived when its matmul, the block's last, runs (or is a window
-        # of the whole row, loaded ahead of a resident B read block by block).
+        # The bias row loads first, ahead of the block's moving chunks (or is a window of the whole row, loaded
+        # ahead of a resident B): its matmul starts each accumulator.
         bias, bias0 = self.bias_whole, n0
         if bias is None and self.bias_row is not None:
             bias, bias0 = load(em, self.bias_row, [*batch, 0, n0], (1, n_size)), 0
+        started: list[SSAValue] | None = None
+        if bias is not None and self.ones is not None and self.k:
+            ones = [window(em, self.ones, [0], (1, size)) for _, size in subs]
+            started = self.products(em, ones, bias, [], 1, n_size, None, bias0)
         accs: list[SSAValue]
         if self.k == 0:  # an empty contraction: the product is zero (and there is no operand tile to load)
             accs = [
@@ -866,7 +876,7 @@ class _Kernel:
                 for _, c in columns
             ]
         elif panels is not None:
-            accs = self.accumulate(em, batch, subs, n0, n_size, panels[0], 0, k_full, bool(k_rest), None)
+            accs = self.accumulate(em, batch, subs, n0, n_size, panels[0], 0, k_full, bool(k_rest), started)
         else:
             full_panels, last = divmod(k_full, b.panel_tiles)
 
@@ -878,17 +888,17 @@ class _Kernel:
 
             step = b.panel_tiles
             if full_panels:
-                accs = panel_step(em, 0, step, False, None)
+                accs = panel_step(em, 0, step, False, started)
                 accs = carry(
                     em, step, full_panels * step, step, accs, lambda e, t0, a: panel_step(e, t0, step, False, a)
                 )
                 if last or k_rest:
                     accs = panel_step(em, full_panels * step, last, bool(k_rest), accs)
             else:
-                accs = panel_step(em, 0, last, bool(k_rest), None)
-        if bias is not None and self.ones is not None:
+                accs = panel_step(em, 0, last, bool(k_rest), started)
+        if bias is not None and self.ones is not None and not self.k:  # the bias alone: the product is zero
             ones = [window(em, self.ones, [0], (1, size)) for _, size in subs]
-            accs = self.products(em, ones, bias, [], 1, n_size, accs if self.k else None, bias0)
+            accs = self.products(em, ones, bias, [], 1, n_size, None, bias0)
         finish = self.epilogue or self.evacuate
         index = 0
         for (m0, m_size), swapped in zip(subs, self.swaps([size for _, size in subs], n_size), strict=True):
@@ -921,8 +931,11 @@ class _Kernel:
         Moving chunks of `chunk_tiles` K tiles are each one DMA (or one set of row loads to transpose). They go
         in groups of `chunks_in_flight` (a pair at least): all loads first, then the K loop over each, so the
         next group's loads overlap this group's later chunks (double buffering, or deeper where a chunk's load
-        outlasts its matmuls). The first K tile of the block is peeled (it starts the PSUM accumulation); the
-        group loop stays a loop even for one trip, and a K loop for more than one.
+        outlasts its matmuls). Within a chunk, each m sub-tile runs its K loop before the next sub-tile's: in the
+        last chunk the first sub-tiles' accumulators are then final while the others still accumulate. The
+        block's first group is peeled, and in it the first K tile of an accumulator the bias did not start (it
+        starts the PSUM accumulation); the group loop stays a loop even for one trip, and a K loop for more than
+        one.
         """
         b = self.blocking
         chunk = b.chunk_tiles
@@ -930,21 +943,37 @@ class _Kernel:
         full_chunks, last = divmod(tiles, chunk)
         groups, left = divmod(full_chunks, group)
 
+        # which sub-tiles run swapped is decided for the block's sub-tiles together (their PSUM banks add up)
+        swaps = self.swaps([_shape(part)[-1] for part in panel.full], n_size)
+        widths = [len(_split(n_size, b.m_tile if swapped else b.n_tile)) for swapped in swaps]
+
         def compute(
             e: LoopNestBuilder, moving: _Moving, c0: Index, count: int, acc: list[SSAValue] | None
         ) -> list[SSAValue]:
-            def step(inner: LoopNestBuilder, t: Index, values: list[SSAValue] | None) -> list[SSAValue]:
-                stationary = [
-                    window(inner, part, [inner.add(c0, t), 0], (b.k_tile, _shape(part)[-1])) for part in panel.full
-                ]
-                lead = [inner.add(moving.tile0, t)]
-                return self.products(inner, stationary, moving.value, lead, b.k_tile, n_size, values, moving.column0)
+            results: list[SSAValue] = []
+            for index, (part, swapped) in enumerate(zip(panel.full, swaps, strict=True)):
 
-            start = 0
-            if acc is None:
-                acc, start = step(e, 0, None), 1
-            # a single trip is inlined: a short K then leaves the block loop innermost (see BLOCK_BANK_SHARE)
-            return carry(e, start, count, 1, acc, step, always_loop=count - start > 1)
+                def step(
+                    inner: LoopNestBuilder,
+                    t: Index,
+                    values: list[SSAValue] | None,
+                    part: SSAValue = part,
+                    swapped: bool = swapped,
+                ) -> list[SSAValue]:
+                    stationary = [window(inner, part, [inner.add(c0, t), 0], (b.k_tile, _shape(part)[-1]))]
+                    lead = [inner.add(moving.tile0, t)]
+                    return self.products(
+                        inner, stationary, moving.value, lead, b.k_tile, n_size, values, moving.column0, [swapped]
+                    )
+
+                first = sum(widths[:index])
+                sub_acc = acc[first : first + widths[index]] if acc is not None else None
+                start = 0
+                if sub_acc is None:
+                    sub_acc, start = step(e, 0, None), 1
+                # a single trip is inlined: a short K then leaves the block loop innermost (see BLOCK_BANK_SHARE)
+                results += carry(e, start, count, 1, sub_acc, step, always_loop=count - start > 1)
+            return results
 
         def load(e: LoopNestBuilder, c0: Index, count: int) -> _Moving:
             return self.moving_chunk(e, batch, e.add(t0, c0), count, n0, n_size)
@@ -958,8 +987,8 @@ class _Kernel:
             return acc
 
         done = 0
-        if groups and accs is None:
-            accs, done = in_flight(em, 0, None), 1
+        if groups and (accs is None or t0 == 0):  # the block's first group (whether or not the bias started it)
+            accs, done = in_flight(em, 0, accs), 1
         if groups > done:
             assert accs is not None
             stop = groups * group * chunk
@@ -985,8 +1014,11 @@ class _Kernel:
         n_size: int,
         accs: list[SSAValue] | None,
         column0: Index = 0,
+        swaps: list[bool] | None = None,
     ) -> list[SSAValue]:
         """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner).
+
+        `swaps` (one per stationary part) is which run swapped, when decided for a larger set of sub-tiles.
 
         The block's columns start at `column0` of `moving` (a resident B holds all of N). A sub-tile of few rows
         (`swapped`) runs with the roles swapped: each [k, 128] piece of the moving tile is the stationary and the
@@ -994,7 +1026,8 @@ class _Kernel:
         columns = _split(n_size, self.blocking.n_tile)
         rhs = [window(em, moving, [*lead, em.add(column0, c0)], (k_size, c_size)) for c0, c_size in columns]
         results: list[SSAValue] = []
-        swaps = self.swaps([_shape(part)[-1] for part in stationary], n_size)
+        if swaps is None:
+            swaps = self.swaps([_shape(part)[-1] for part in stationary], n_size)
         for part, swapped in zip(stationary, swaps, strict=True):
             m_size = _shape(part)[-1]
             if swapped:

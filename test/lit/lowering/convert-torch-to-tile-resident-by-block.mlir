@@ -19,8 +19,8 @@
 // CHECK-NEXT:  %[[P2:.*]] = tile.load %[[W]][%c0, %c0, %c1024] {dims = array<i64: 1, 0, 2>} : memref<2x128x1536xbf16, #mem<hbm>> -> !tile.tile<128x2x512xbf16, sbuf>
 // CHECK-NEXT:  %[[B:.*]] = tile.insert %[[P2]], %[[B1]][%c0, %c1024]
 // CHECK-NOT:   scf.for
-// CHECK:       tile.extract %[[B]][%c0, %c0] : !tile.tile<128x2x1536xbf16, sbuf> -> !tile.tile<128x512xbf16, sbuf>
 // CHECK:       tile.extract %[[BIAS]][%c0] : !tile.tile<1x1536xbf16, sbuf> -> !tile.tile<1x512xbf16, sbuf>
+// CHECK:       tile.extract %[[B]][%c0, %c0] : !tile.tile<128x2x1536xbf16, sbuf> -> !tile.tile<128x512xbf16, sbuf>
 // CHECK:       tile.store %{{.*}}, %y[%c0, %c0]
 // CHECK:       tile.store %{{.*}}, %y[%c128, %c0]
 // CHECK:       tile.extract %[[B]][%c0, %c512] : !tile.tile<128x2x1536xbf16, sbuf> -> !tile.tile<128x512xbf16, sbuf>
@@ -39,12 +39,14 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 
 // -----
 
-// Several block rows read B: it loads as whole rows once, and each row's blocks are a loop loading its bias
-// piece, as before.
+// Several block rows read B: it loads as whole rows once, each row's blocks are a loop, and each block's bias
+// matmul, its first, reads its piece of the bias row, loaded whole ahead of B.
 // CHECK-LABEL: func.func @main(%x: memref<1024x256xbf16
+// CHECK:       %[[BIAS:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<1x1536xbf16, strided<[0, 1]>, #mem<hbm>> -> !tile.tile<1x1536xbf16, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0] {dims = array<i64: 1, 0, 2>} : memref<2x128x1536xbf16, #mem<hbm>> -> !tile.tile<128x2x1536xbf16, sbuf>
 // CHECK-NEXT:  scf.for %[[N:.*]] = %c0 to %c1536 step %c512 {
-// CHECK-NEXT:    tile.load %{{.*}}[%c0, %[[N]]] : memref<1x1536xbf16, strided<[0, 1]>, #mem<hbm>> -> !tile.tile<1x512xbf16, sbuf>
+// CHECK-NEXT:    %[[PIECE:.*]] = tile.extract %[[BIAS]][%[[N]]] : !tile.tile<1x1536xbf16, sbuf> -> !tile.tile<1x512xbf16, sbuf>
+// CHECK-NEXT:    tile.matmul %{{.*}}, %[[PIECE]] : (!tile.tile<1x128xbf16, sbuf>, !tile.tile<1x512xbf16, sbuf>) -> !tile.tile<128x512xf32, psum>
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
   func.func @main(%x: tensor<1024x256xbf16>, %w: tensor<256x1536xbf16>, %b: tensor<1536xbf16>) -> tensor<1024x1536xbf16> {
     %a = torch.aten.neg %x : (tensor<1024x256xbf16>) -> tensor<1024x256xbf16>
