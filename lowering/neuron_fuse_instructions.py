@@ -18,7 +18,8 @@ what the first wrote, with static accesses) replaced by one instruction at the s
 * `tensor_reduce`, then a `tensor_scalar` multiplying its [P, 1] result by -1 and nothing else reading that
   result: the reduce with `negate`.
 * `tensor_scalar`, then a `tensor_scalar` whose source is the first one's fp32 result and nothing else reads
-  that result: one `tensor_scalar` with both steps (`op0`, `op1`); the engines compute both steps in fp32 and
+  that result (nor the second as its per-partition operand: t * t keeps t): one `tensor_scalar` with both steps
+  (`op0`, `op1`); the engines compute both steps in fp32 and
   round once, exactly what the fp32 intermediate held. With 16-bit source and destination the pair becomes one
   pass in VectorE's 16-bit performance mode.
 
@@ -423,6 +424,8 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp, order: ProgramOrder) -> boo
     if first.engine_kind is not second.engine_kind or not _float_only(first):
         return False
     if not _same(first.access("dst"), source) or _instruction_users(source[0]) != {first, second}:
+        return False
+    if second.operand0 is source[0]:  # t is also the second's per-partition operand (t * t): t must be written
         return False
     if not _scalar_reads_stable(first, second, order):
         return False

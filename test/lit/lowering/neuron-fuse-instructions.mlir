@@ -2,7 +2,7 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-fuse-instructions --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // Instruction pairs merged into one (lowering/neuron_fuse_instructions.py), and pairs left alone.
-// SEMANTICS-COUNT-11: all outputs match
+// SEMANTICS-COUNT-12: all outputs match
 
 // A softmax row: the negation of the row maximum becomes the reduce's `negate`, and the sum of the fp32
 // exponentials becomes the activation's accumulate (its [128, 1] buffer now allocated before the activation).
@@ -60,6 +60,30 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.tensor_scalar vector dst %y[0:64, 0, [[1, 96]]], src %c[0:64, 0, [[1, 96]]], operand0 %rstd[0:64, 0, [[1, 1]]] {op0 = "multiply"} : memref<64x96xbf16, #mem<sbuf>>, memref<64x96xf32, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>
     neuron.dma_copy dma dst %out[0, [[96, 64], [1, 96]]], src %y[0:64, 0, [[1, 96]]] {queue = 3 : i64} : memref<64x96xbf16, #mem<hbm>>, memref<64x96xbf16, #mem<sbuf>>
     func.return %out : memref<64x96xbf16, #mem<hbm>>
+  }
+}
+
+// -----
+
+// A square of the first step's result, (s + c) * (s + c): the second reads the intermediate as its per-partition
+// operand too, so the intermediate must be written, and the pair stays two instructions.
+// CHECK-LABEL: func.func @square_of_sum
+// CHECK:       neuron.tensor_scalar vector dst %[[T:.*]][0:64, 0, [[1, 1]]], src %{{.*}}, operand0 %{{.*}} {op0 = "add"}
+// CHECK-NEXT:  %{{.*}} = neuron.alloc
+// CHECK-NEXT:  neuron.tensor_scalar vector dst %{{.*}}[0:64, 0, [[1, 1]]], src %[[T]][0:64, 0, [[1, 1]]], operand0 %[[T]][0:64, 0, [[1, 1]]] {op0 = "multiply"}
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @square_of_sum(%s: memref<64x2xf32, #mem<hbm>>) -> memref<64x1xf32, #mem<hbm>> {
+    %out = neuron.alloc : memref<64x1xf32, #mem<hbm>>
+    %a = neuron.alloc : memref<64x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %a[0:64, 0, [[1, 1]]], src %s[0, [[2, 64], [1, 1]]] {queue = 0 : i64} : memref<64x1xf32, #mem<sbuf>>, memref<64x2xf32, #mem<hbm>>
+    %c = neuron.alloc : memref<64x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %c[0:64, 0, [[1, 1]]], src %s[1, [[2, 64], [1, 1]]] {queue = 1 : i64} : memref<64x1xf32, #mem<sbuf>>, memref<64x2xf32, #mem<hbm>>
+    %t = neuron.alloc : memref<64x1xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %t[0:64, 0, [[1, 1]]], src %a[0:64, 0, [[1, 1]]], operand0 %c[0:64, 0, [[1, 1]]] {op0 = "add"} : memref<64x1xf32, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>
+    %y = neuron.alloc : memref<64x1xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %y[0:64, 0, [[1, 1]]], src %t[0:64, 0, [[1, 1]]], operand0 %t[0:64, 0, [[1, 1]]] {op0 = "multiply"} : memref<64x1xf32, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[1, 64], [1, 1]]], src %y[0:64, 0, [[1, 1]]] {queue = 2 : i64} : memref<64x1xf32, #mem<hbm>>, memref<64x1xf32, #mem<sbuf>>
+    func.return %out : memref<64x1xf32, #mem<hbm>>
   }
 }
 
