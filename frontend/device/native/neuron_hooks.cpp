@@ -292,7 +292,8 @@ torch::Library* metadata_library = nullptr;  // lives as long as the process: it
 // The first-fit allocator of runtime/device_memory.py (free ranges in address order, neighbours merged when a block
 // is freed, exact counters) as a Python type: allocating a block and giving its range back run no Python code, so an
 // eager op's fresh result costs one call, and a dying block's range returns from its deallocation without a Python
-// `__del__`. The block's bytes are a NumPy uint8 array of exactly the requested size, as the Python blocks' are.
+// `__del__`. A block's `data` is a NumPy uint8 array of exactly the requested size, as the Python blocks' is; a fresh
+// result's bytes are its typed array's memory, and its block makes `data` over them on first use.
 
 // NumPy's C API, imported once (false with a Python exception set when NumPy cannot be imported).
 bool numpy_api_ready() {
