@@ -292,7 +292,8 @@ torch::Library* metadata_library = nullptr;  // lives as long as the process: it
 // The first-fit allocator of runtime/device_memory.py (free ranges in address order, neighbours merged when a block
 // is freed, exact counters) as a Python type: allocating a block and giving its range back run no Python code, so an
 // eager op's fresh result costs one call, and a dying block's range returns from its deallocation without a Python
-// `__del__`. The block's bytes are a NumPy uint8 array of exactly the requested size, as the Python blocks' are.
+// `__del__`. A block's `data` is a NumPy uint8 array of exactly the requested size, as the Python blocks' is; a fresh
+// result's bytes are its typed array's memory, and its block makes `data` over them on first use.
 
 // NumPy's C API, imported once (false with a Python exception set when NumPy cannot be imported).
 bool numpy_api_ready() {
@@ -318,7 +319,8 @@ struct SpaceObject {
 struct BlockObject {
   PyObject_HEAD
   PyObject* space;  // the SpaceObject its range belongs to (a strong reference, kept after the release)
-  PyObject* data;  // the block's bytes: a uint8 array of `nbytes`
+  PyObject* owner;  // the NumPy array whose memory the bytes are: `data`, or a fresh result's typed array
+  PyObject* data;  // the block's bytes as a uint8 array of `nbytes`, made on first use when `owner` is not one
   PyObject* weakrefs;
   int64_t address, nbytes, reserved;
   void* pointer;  // where `data`'s bytes are in host memory
@@ -372,6 +374,7 @@ void block_dealloc(PyObject* self) {
   }
   release_block(block);
   Py_XDECREF(block->data);
+  Py_XDECREF(block->owner);
   Py_XDECREF(block->space);
   type->tp_free(self);
   Py_DECREF(type);
@@ -393,6 +396,27 @@ PyObject* block_owner(PyObject* self, void*) {
   return owner;
 }
 
+// `block.data`: the uint8 array over the block's bytes, made on first use over its owner's memory (most fresh
+// results are read and written through their typed array alone)
+PyObject* block_data(PyObject* self, void*) {
+  auto* block = reinterpret_cast<BlockObject*>(self);
+  if (block->data == nullptr) {
+    npy_intp length = static_cast<npy_intp>(block->nbytes);
+    PyObject* data = PyArray_New(
+        &PyArray_Type, 1, &length, NPY_UINT8, nullptr, block->pointer, 0, NPY_ARRAY_CARRAY, nullptr);
+    if (data == nullptr) {
+      return nullptr;
+    }
+    Py_INCREF(block->owner);
+    if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(data), block->owner) != 0) {
+      Py_DECREF(data);
+      return nullptr;
+    }
+    block->data = data;
+  }
+  return Py_NewRef(block->data);
+}
+
 PyObject* block_repr(PyObject* self) {
   auto* block = reinterpret_cast<BlockObject*>(self);
   return PyUnicode_FromFormat(
@@ -406,12 +430,12 @@ PyMethodDef block_methods[] = {
 PyGetSetDef block_getset[] = {
     {"alive", block_alive, nullptr, "Whether its range is still taken.", nullptr},
     {"space", block_owner, nullptr, "The address space its range is taken from, None once given back.", nullptr},
+    {"data", block_data, nullptr, "Its bytes: a uint8 array of `nbytes`.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 PyMemberDef block_members[] = {
     {"address", T_LONGLONG, offsetof(BlockObject, address), READONLY, nullptr},
     {"nbytes", T_LONGLONG, offsetof(BlockObject, nbytes), READONLY, nullptr},
     {"reserved", T_LONGLONG, offsetof(BlockObject, reserved), READONLY, nullptr},
-    {"data", T_OBJECT, offsetof(BlockObject, data), READONLY, nullptr},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(BlockObject, weakrefs), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
 PyType_Slot block_slots[] = {
@@ -425,44 +449,28 @@ PyType_Slot block_slots[] = {
 PyType_Spec block_spec = {
     "neuron_hooks.Block", sizeof(BlockObject), 0, Py_TPFLAGS_DEFAULT, block_slots};
 
-// space.allocate(nbytes) -> a new Block, or None when no free range holds it (nothing changed then)
-PyObject* space_allocate(PyObject* self, PyObject* argument) {
-  auto* space = reinterpret_cast<SpaceObject*>(self);
-  int64_t nbytes = PyLong_AsLongLong(argument);
-  if (nbytes == -1 && PyErr_Occurred()) {
-    return nullptr;
-  }
-  if (nbytes < 0) {
-    PyErr_Format(PyExc_ValueError, "cannot allocate a negative number of bytes (%lld)", static_cast<long long>(nbytes));
-    return nullptr;
-  }
-  // a zero-byte request still takes one aligned slot, so every live block has its own address
+// A new Block of `nbytes` of `space` whose bytes are the memory of NumPy array `owner` (at `pointer`; the block takes
+// a reference to it), or None when no free range holds it (nothing changed then); nullptr with an exception set.
+PyObject* take_block(SpaceObject* space, int64_t nbytes, PyObject* owner, void* pointer) {
   int64_t alignment = space->alignment;
+  // a zero-byte request still takes one aligned slot, so every live block has its own address
   int64_t reserved = std::max(alignment, (nbytes + alignment - 1) / alignment * alignment);
   auto& ranges = *space->free_ranges;
-  auto found = std::find_if(ranges.begin(), ranges.end(), [&](const auto& range) { return range.second >= reserved; });
-  if (found == ranges.end()) {
-    Py_RETURN_NONE;
-  }
-  // the bytes first: a failure leaves the space as it was
-  npy_intp length = static_cast<npy_intp>(nbytes);
-  PyObject* data = PyArray_SimpleNew(1, &length, NPY_UINT8);
-  if (data == nullptr) {
-    return nullptr;
-  }
-  void* pointer = PyArray_DATA(reinterpret_cast<PyArrayObject*>(data));  // kept where they are for its life
   auto* block = PyObject_New(BlockObject, block_type);
   if (block == nullptr) {
-    Py_DECREF(data);
     return nullptr;
   }
-  // the array's making may have run the garbage collector, whose dying blocks changed the ranges: look again
-  found = std::find_if(ranges.begin(), ranges.end(), [&](const auto& range) { return range.second >= reserved; });
+  block->space = nullptr;
+  block->owner = Py_NewRef(owner);
+  block->data = nullptr;
+  block->weakrefs = nullptr;
+  block->alive = false;
+  block->pointer = pointer;
+  block->nbytes = nbytes;
+  // (the caller's array's making may have run the garbage collector, whose dying blocks changed the ranges: the
+  // search comes after it)
+  auto found = std::find_if(ranges.begin(), ranges.end(), [&](const auto& range) { return range.second >= reserved; });
   if (found == ranges.end()) {
-    block->space = nullptr;
-    block->data = data;
-    block->weakrefs = nullptr;
-    block->alive = false;
     Py_DECREF(reinterpret_cast<PyObject*>(block));
     Py_RETURN_NONE;
   }
@@ -480,16 +488,49 @@ PyObject* space_allocate(PyObject* self, PyObject* argument) {
   space->peak_reserved_bytes = std::max(space->peak_reserved_bytes, space->reserved_bytes);
   space->allocations += 1;
   space->live_blocks += 1;
-  block->pointer = pointer;
-  Py_INCREF(self);
-  block->space = self;
-  block->data = data;
-  block->weakrefs = nullptr;
+  Py_INCREF(space);
+  block->space = reinterpret_cast<PyObject*>(space);
   block->address = address;
-  block->nbytes = nbytes;
   block->reserved = reserved;
   block->alive = true;
   return reinterpret_cast<PyObject*>(block);
+}
+
+// Whether a free range of `space` holds `nbytes` (rounded up as `take_block` rounds them).
+bool has_room(SpaceObject* space, int64_t nbytes) {
+  int64_t alignment = space->alignment;
+  int64_t reserved = std::max(alignment, (nbytes + alignment - 1) / alignment * alignment);
+  const auto& ranges = *space->free_ranges;
+  return std::any_of(ranges.begin(), ranges.end(), [&](const auto& range) { return range.second >= reserved; });
+}
+
+// space.allocate(nbytes) -> a new Block, or None when no free range holds it (nothing changed then)
+PyObject* space_allocate(PyObject* self, PyObject* argument) {
+  auto* space = reinterpret_cast<SpaceObject*>(self);
+  int64_t nbytes = PyLong_AsLongLong(argument);
+  if (nbytes == -1 && PyErr_Occurred()) {
+    return nullptr;
+  }
+  if (nbytes < 0) {
+    PyErr_Format(PyExc_ValueError, "cannot allocate a negative number of bytes (%lld)", static_cast<long long>(nbytes));
+    return nullptr;
+  }
+  if (!has_room(space, nbytes)) {
+    Py_RETURN_NONE;
+  }
+  // the bytes first: a failure leaves the space as it was
+  npy_intp length = static_cast<npy_intp>(nbytes);
+  PyObject* data = PyArray_SimpleNew(1, &length, NPY_UINT8);
+  if (data == nullptr) {
+    return nullptr;
+  }
+  PyObject* block = take_block(space, nbytes, data, PyArray_DATA(reinterpret_cast<PyArrayObject*>(data)));
+  if (block != nullptr && block != Py_None) {
+    reinterpret_cast<BlockObject*>(block)->data = data;  // this reference: the owner is its `data` too
+  } else {
+    Py_DECREF(data);
+  }
+  return block;
 }
 
 PyObject* space_largest_free(PyObject* self, PyObject*) {
@@ -563,17 +604,48 @@ PyType_Spec space_spec = {
 // carries the block as its attribute `attribute` (the block lives as long as the storage), and a tensor of `sizes`
 // and `strides` over the storage's start: 1 with `tensor` set and new references to the block and the storage's
 // Python object in `block` and `wrapped`; 0 when no free range holds the block (nothing changed); -1 with a Python
-// exception set.
+// exception set. When `element` is a numpy.dtype of the tensor's item size, the block's bytes are the memory of a
+// new C-contiguous array of it and `sizes`, returned (a new reference) in `typed`: the array a result is written and
+// read through, made without a byte array and a view of it (the block makes its `data` on first use); else `typed`
+// is nullptr.
 int fresh_block_tensor(
     PyObject* space, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t numel,
-    c10::ScalarType scalar_type, PyObject* attribute, at::Tensor& tensor, PyObject** block, PyObject** wrapped) {
+    c10::ScalarType scalar_type, PyObject* attribute, at::Tensor& tensor, PyObject** block, PyObject** wrapped,
+    PyObject* element = nullptr, PyObject** typed = nullptr) {
   int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(scalar_type));
-  PyObject* count = PyLong_FromLongLong(nbytes);
-  if (count == nullptr) {
-    return -1;
+  auto* owned_space = reinterpret_cast<SpaceObject*>(space);
+  PyObject* made = nullptr;
+  if (typed != nullptr) {
+    *typed = nullptr;
   }
-  PyObject* made = space_allocate(space, count);
-  Py_DECREF(count);
+  if (typed != nullptr && element != nullptr && PyArray_DescrCheck(element) &&
+      PyDataType_ELSIZE(reinterpret_cast<PyArray_Descr*>(element)) ==
+          static_cast<npy_intp>(c10::elementSize(scalar_type))) {
+    if (!has_room(owned_space, nbytes)) {
+      return 0;
+    }
+    std::vector<npy_intp> dims(sizes.begin(), sizes.end());
+    Py_INCREF(element);  // PyArray_NewFromDescr steals the reference
+    PyObject* array = PyArray_NewFromDescr(
+        &PyArray_Type, reinterpret_cast<PyArray_Descr*>(element), static_cast<int>(dims.size()), dims.data(), nullptr,
+        nullptr, 0, nullptr);
+    if (array == nullptr) {
+      return -1;
+    }
+    made = take_block(owned_space, nbytes, array, PyArray_DATA(reinterpret_cast<PyArrayObject*>(array)));
+    if (made == nullptr || made == Py_None) {
+      Py_DECREF(array);
+    } else {
+      *typed = array;
+    }
+  } else {
+    PyObject* count = PyLong_FromLongLong(nbytes);
+    if (count == nullptr) {
+      return -1;
+    }
+    made = space_allocate(space, count);
+    Py_DECREF(count);
+  }
   if (made == nullptr) {
     return -1;
   }
@@ -589,6 +661,9 @@ int fresh_block_tensor(
   if (storage_object == nullptr || PyObject_SetAttr(storage_object, attribute, made) != 0) {
     Py_XDECREF(storage_object);
     Py_DECREF(made);
+    if (typed != nullptr) {
+      Py_CLEAR(*typed);
+    }
     return -1;
   }
   tensor = at::detail::make_tensor<at::TensorImpl>(
@@ -600,44 +675,55 @@ int fresh_block_tensor(
 }
 
 // The NumPy array of `element` (a numpy.dtype of the tensor's item size, else the block's bytes viewed by its `view`
-// method) and `sizes` over a fresh block's bytes, whose base they are, kept on the storage `wrapped` (its Python
-// object) in a new dict `arrays_attribute` by (0, shape, dtype) as storage.dense_array keeps the arrays it makes,
-// when that is given (a result read whole later is found there, not made again): a new reference, None when
-// `element` is None, nullptr with a Python exception set.
+// method) and `sizes` over a fresh block's bytes: `typed` itself when given (the array whose memory the block's bytes
+// are, `fresh_block_tensor`'s), else an array whose base is the block's bytes. It is kept on the storage `wrapped`
+// (its Python object) in a new dict `arrays_attribute` by (0, shape, dtype) as storage.dense_array keeps the arrays
+// it makes, when that is given (a result read whole later is found there, not made again): a new reference, None
+// when `element` is None, nullptr with a Python exception set.
 PyObject* block_array(
     BlockObject* block, PyObject* wrapped, const std::vector<int64_t>& sizes, PyObject* shape, PyObject* dtype,
-    PyObject* element, PyObject* arrays_attribute) {
+    PyObject* element, PyObject* arrays_attribute, PyObject* typed = nullptr) {
   if (element == Py_None) {
     return Py_NewRef(Py_None);
   }
   PyObject* array = nullptr;
   auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
-  if (PyArray_DescrCheck(element) && PyDataType_ELSIZE(reinterpret_cast<PyArray_Descr*>(element)) ==
+  if (typed != nullptr) {
+    array = Py_NewRef(typed);
+  } else if (PyArray_DescrCheck(element) && PyDataType_ELSIZE(reinterpret_cast<PyArray_Descr*>(element)) ==
           static_cast<npy_intp>(c10::elementSize(scalar_type))) {
     // the array over the block's bytes in one call (what `data.view(element).reshape(shape)` makes in two), its
     // base the block's bytes, which it keeps alive
+    PyObject* data = block_data(reinterpret_cast<PyObject*>(block), nullptr);
+    if (data == nullptr) {
+      return nullptr;
+    }
     std::vector<npy_intp> dims(sizes.begin(), sizes.end());
     Py_INCREF(element);  // PyArray_NewFromDescr steals the reference
     array = PyArray_NewFromDescr(
         &PyArray_Type, reinterpret_cast<PyArray_Descr*>(element), static_cast<int>(dims.size()), dims.data(), nullptr,
         block->pointer, NPY_ARRAY_CARRAY, nullptr);
     if (array != nullptr) {
-      Py_INCREF(block->data);
-      if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), block->data) != 0) {
+      if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), data) != 0) {  // steals `data`
         Py_CLEAR(array);
       }
+    } else {
+      Py_DECREF(data);
     }
   } else {
-    PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
-    if (typed == nullptr) {
+    PyObject* data = block_data(reinterpret_cast<PyObject*>(block), nullptr);
+    PyObject* typed_view = data == nullptr ? nullptr : PyObject_CallMethod(data, "view", "O", element);
+    Py_XDECREF(data);
+    if (typed_view == nullptr) {
       return nullptr;
     }
-    array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
-    Py_DECREF(typed);
+    array = PyObject_CallMethod(typed_view, "reshape", "(O)", shape);
+    Py_DECREF(typed_view);
   }
   if (array != nullptr && arrays_attribute != nullptr && arrays_attribute != Py_None) {
+    static PyObject* zero = PyLong_FromLong(0);
     PyObject* arrays = PyDict_New();
-    PyObject* key = arrays == nullptr ? nullptr : Py_BuildValue("(iOO)", 0, shape, dtype);
+    PyObject* key = arrays == nullptr || zero == nullptr ? nullptr : PyTuple_Pack(3, zero, shape, dtype);
     bool kept = key != nullptr && PyDict_SetItem(arrays, key, array) == 0 &&
         PyObject_SetAttr(wrapped, arrays_attribute, arrays) == 0;
     Py_XDECREF(key);
@@ -648,7 +734,6 @@ PyObject* block_array(
   }
   return array;
 }
-
 
 }  // namespace
 
@@ -880,12 +965,15 @@ PyObject* neuron_fresh_tensor(
     at::Tensor tensor;
     PyObject* made = nullptr;
     PyObject* wrapped = nullptr;
-    int status = neuron::fresh_block_tensor(space, sizes, strides, numel, scalar_type, attribute, tensor, &made, &wrapped);
+    PyObject* typed = nullptr;
+    int status = neuron::fresh_block_tensor(
+        space, sizes, strides, numel, scalar_type, attribute, tensor, &made, &wrapped, element, &typed);
     if (status <= 0) {
       return status < 0 ? nullptr : Py_NewRef(Py_None);
     }
     PyObject* array = neuron::block_array(
-        reinterpret_cast<neuron::BlockObject*>(made), wrapped, sizes, shape, dtype, element, arrays_attribute);
+        reinterpret_cast<neuron::BlockObject*>(made), wrapped, sizes, shape, dtype, element, arrays_attribute, typed);
+    Py_XDECREF(typed);
     Py_DECREF(made);
     Py_DECREF(wrapped);  // torch keeps the storage's Python object (and what hangs on it) while the storage lives
     if (array == nullptr) {
@@ -1745,28 +1833,37 @@ at::Tensor empty_on_device(
       at::Tensor tensor;
       PyObject* block = nullptr;
       PyObject* wrapped = nullptr;
-      int made = fresh_block_tensor(space, sizes, strides, numel, scalar_type, block_attribute, tensor, &block, &wrapped);
+      // the array a program reads or writes the tensor through (the loss gradient a backward graph takes), kept
+      // as `fresh_tensor` keeps a result's, for the dtypes NumPy has itself (ml_dtypes' ones are made on use)
+      int element_type = numpy_type(scalar_type);
+      PyObject* element =
+          element_type == NPY_NOTYPE ? nullptr : reinterpret_cast<PyObject*>(PyArray_DescrFromType(element_type));
+      PyObject* typed = nullptr;
+      int made = fresh_block_tensor(
+          space, sizes, strides, numel, scalar_type, block_attribute, tensor, &block, &wrapped, element, &typed);
       if (made < 0) {
+        Py_XDECREF(element);
         raise_python_error(state);
       }
+      if (made == 0) {
+        Py_XDECREF(element);
+      }
       if (made > 0) {
-        // the array a program reads or writes the tensor through (the loss gradient a backward graph takes), kept
-        // as `fresh_tensor` keeps a result's, for the dtypes NumPy has itself (ml_dtypes' ones are made on use)
-        int element_type = numpy_type(scalar_type);
         PyObject* array = Py_NewRef(Py_None);
-        if (element_type != NPY_NOTYPE) {
+        if (element != nullptr) {
           PyObject* shape = sizes_object(size);
-          PyObject* element = reinterpret_cast<PyObject*>(PyArray_DescrFromType(element_type));
           Py_SETREF(
               array,
-              shape == nullptr || element == nullptr
+              shape == nullptr
                   ? nullptr
                   : block_array(
                         reinterpret_cast<BlockObject*>(block), wrapped, sizes, shape,
-                        reinterpret_cast<PyObject*>(torch::getTHPDtype(scalar_type)), element, arrays_attribute));
+                        reinterpret_cast<PyObject*>(torch::getTHPDtype(scalar_type)), element, arrays_attribute,
+                        typed));
           Py_XDECREF(shape);
-          Py_XDECREF(element);
+          Py_DECREF(element);
         }
+        Py_XDECREF(typed);
         Py_DECREF(block);
         Py_DECREF(wrapped);  // torch keeps the storage's Python object (and its block) while the storage lives
         if (array == nullptr) {

@@ -232,6 +232,37 @@ def test_several_fresh_results_come_from_one_native_call():
     assert storage.empty_arrays([]) == []
 
 
+def test_a_fresh_results_bytes_are_the_memory_of_its_array():
+    """A fresh result's bytes are the memory of the typed array the native maker returns, and its block's `data` (a
+    uint8 array of the bytes) is made on first use, once, over that memory: writes through either show in the other
+    and in the tensor, and the arrays keep the host memory alive after the block has given its range back."""
+    import numpy as np
+
+    from neuron_mlir.frontend.device import storage
+
+    memory = storage.device_memory()
+    before = memory.allocated_bytes
+    tensor, array = storage.empty_array((4, 8), np.dtype(np.float32))
+    block = storage.block_of(tensor)
+    data = block.data
+    assert (data.dtype, data.shape, data.flags.c_contiguous, data.flags.writeable) == (
+        np.dtype(np.uint8),
+        (128,),
+        True,
+        True,
+    )
+    assert data.ctypes.data == array.ctypes.data == tensor.data_ptr()
+    assert block.data is data
+    array[...] = 3.0
+    assert np.array_equal(data.view(np.float32).reshape(4, 8), array)
+    data[:4] = np.frombuffer(np.float32(-1.5).tobytes(), np.uint8)
+    assert tensor.cpu()[0, 0].item() == -1.5
+    del tensor, block
+    assert memory.allocated_bytes == before  # the range goes back with the storage
+    data[4:8] = np.frombuffer(np.float32(7.0).tobytes(), np.uint8)
+    assert (array[0, 0], array[0, 1]) == (-1.5, 7.0)  # the host memory lives on with the arrays over it
+
+
 def test_a_tensors_facts_come_from_one_native_call():
     """What a deferred region asks of every operand (its storage's block, the storage, the offset, whether it is
     contiguous and whether its bytes are its values) comes from one native call, and is what the tensor's own
