@@ -3,7 +3,9 @@
 The input is viewed with its kept dimensions first and its reduced ones last (a free permutation of strides), each
 group merged where contiguous. The last kept dimension is tiled over partitions, the reduced elements are folded
 tile by tile on VectorE (`tile.reduce` per chunk of 2048, combined into a [P, 1] fp32 column), and the column is
-stored into the output. Reducing along what was the partition axis of the data therefore reads it transposed
+stored into the output. Chunks of a 16-bit float load in their own type unless a transform computes on them: the
+engines reduce in fp32 whatever they read, so the column is the same, and the DMAs move half the bytes of fp32
+chunks. Reducing along what was the partition axis of the data therefore reads it transposed
 through the DMA access pattern rather than moving it across partitions, one element per descriptor; so a float sum
 whose kept elements are the contiguous ones (a bias or norm-weight gradient summing the rows of [tokens, features])
 runs on TensorE instead (`_sum_rows_on_tensor_engine`): row tiles of 128 are the contraction of a matmul with a
@@ -192,14 +194,15 @@ class ReductionSpace:
         f0: Index,
         size: int,
         integer_type: Attribute | None = None,
+        float_type: Attribute = F32,
     ) -> SSAValue:
-        """A [rows, size] chunk: fp32, or exact integers of `integer_type`."""
+        """A [rows, size] chunk: of `float_type` (fp32 unless given), or exact integers of `integer_type`."""
         free_dim = len(self.kept_dims) + len(self.reduced_dims) - 1
         indices, shape = [*row.indices, *reduced_index, f0], (row.partitions, size)
         dims = (len(self.kept_dims) - 1, free_dim)
         if integer_type is not None:
             return load_exact(e, self.source_view, indices, shape, integer_type, dims)
-        return load(e, self.source_view, indices, shape, F32, dims)
+        return load(e, self.source_view, indices, shape, float_type, dims)
 
     def for_rows(self, em: LoopNestBuilder, body: Callable[[LoopNestBuilder, RowTile], None]) -> None:
         em.for_each_index(
@@ -249,9 +252,10 @@ def emit_reduce(
     out_view = space.kept_view(em, out)
     combine = _COMBINE[op]
     chunk_size = INTEGER_TILE if integer else FREE_TILE
+    chunk_type = _chunk_float_type(source, transform)
 
     def partial(e: LoopNestBuilder, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
-        chunk = space.load_chunk(e, row, reduced_index, f0, size, integer_type)
+        chunk = space.load_chunk(e, row, reduced_index, f0, size, integer_type, chunk_type)
         if transform is not None:
             chunk = transform(e, chunk, row)
         if integer_type is not None and integer_type != column_type:
@@ -284,6 +288,17 @@ def emit_reduce(
 
     space.for_rows(em, row_tile)
     return out
+
+
+def _chunk_float_type(source: SSAValue, transform: ChunkTransform | None) -> Attribute:
+    """The type a float reduction's chunks load in: a 16-bit float source's own type when the chunks are only
+    folded (the engines reduce in fp32 whatever they read, so the column is the same bits), which halves the bytes
+    the DMAs move and lets VectorE reduce bf16 at twice its fp32 rate; fp32 for a chunk transform, which computes
+    on the chunk."""
+    element_type = element_type_of(source)
+    if transform is None and isinstance(element_type, AnyFloat) and element_type.bitwidth == 16:
+        return element_type
+    return F32
 
 
 # Slabs one elementwise pass of `_fold_slabs` reads: each is an operand of one nest, whose tiles all live in SBUF

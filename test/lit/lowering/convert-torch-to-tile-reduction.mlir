@@ -106,3 +106,18 @@ func.func @few_reduced_elements_fold_slabs(%x: tensor<1x300x96xf32>, %y: tensor<
 // CHECK-NEXT:  tile.binary %[[A]], %[[B]] {op = "add"}
 // CHECK-NOT:   tile.reduce
 // CHECK-NOT:   tile.matmul
+
+// -----
+
+func.func @bf16_sum_folds_chunks_as_loaded(%x: tensor<2x8x30x30xbf16>, %y: tensor<2x8x30x30xbf16>) -> (tensor<8xbf16>, tensor<8xf32>) {
+  %s = torch.aten.sum.dim_IntList %x {dim = array<i64: 0, 2, 3>} : (tensor<2x8x30x30xbf16>) -> tensor<8xbf16>
+  %v = torch.aten.var.correction %y {dim = array<i64: 0, 2, 3>, correction = 0.0 : f64} : (tensor<2x8x30x30xbf16>) -> tensor<8xf32>
+  func.return %s, %v : tensor<8xbf16>, tensor<8xf32>
+}
+// A sum of bf16 (a convolution's bias gradient) reduces its chunks in the type they load in: the engines sum
+// in fp32 whatever they read, so the DMAs move half the bytes of fp32 chunks for the same column. A chunk
+// transform (the variance's squared deviations) computes in fp32 and loads fp32.
+// CHECK-LABEL: func.func @bf16_sum_folds_chunks_as_loaded
+// CHECK:       %[[C:.*]] = tile.load %{{.*}} -> !tile.tile<8x900xbf16, sbuf>
+// CHECK:       tile.reduce %[[C]] {op = "add"} : (!tile.tile<8x900xbf16, sbuf>) -> !tile.tile<8x1xf32, sbuf>
+// CHECK:       tile.load %{{.*}} -> !tile.tile<8x900xf32, sbuf>
