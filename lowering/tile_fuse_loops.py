@@ -522,6 +522,29 @@ class _Footprint:
             total = total + grid
         return total
 
+    def meets(self, other: _Footprint) -> bool:
+        """Whether the two tiles share an element of the storage.
+
+        Exact, by marking one tile's elements within the common span and looking up the other's: linear in the
+        tiles' sizes, where intersecting the two offset sets sorted them (tens of milliseconds for a stored
+        [128, 2, 768] tile, and a block's loads ask about every stored tile of another view)."""
+        (a0, a1), (b0, b1) = self.span(), other.span()
+        low, high = max(a0, b0), min(a1, b1)
+        if high <= low:
+            return False
+        mine, theirs = self.offsets().ravel(), other.offsets().ravel()
+        mine = mine[(mine >= low) & (mine < high)]
+        theirs = theirs[(theirs >= low) & (theirs < high)]
+        if not mine.size or not theirs.size:
+            return False
+        if high - low > 16 * (mine.size + theirs.size):  # sparse in a wide span: a table would be mostly empty
+            ordered = np.sort(mine)
+            found = np.minimum(np.searchsorted(ordered, theirs), ordered.size - 1)
+            return bool((ordered[found] == theirs).any())
+        marked = np.zeros(high - low, dtype=np.bool_)
+        marked[mine - low] = True
+        return bool(marked[theirs - low].any())
+
 
 def _pieces_disjoint(first: _Piece, second: _Piece) -> bool:
     """Whether two stored tiles share no element of the tensor (in the same view by their boxes, else by where
@@ -531,10 +554,7 @@ def _pieces_disjoint(first: _Piece, second: _Piece) -> bool:
     a, b = first.footprint(), second.footprint()
     if a is None or b is None:
         return False
-    (a0, a1), (b0, b1) = a.span(), b.span()
-    if a1 <= b0 or b1 <= a0:
-        return True
-    return not np.intersect1d(a.offsets(), b.offsets()).size
+    return not a.meets(b)
 
 
 def _piece(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, value: SSAValue, tensor_work: int) -> _Piece | None:
