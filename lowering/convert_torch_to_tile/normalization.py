@@ -1619,6 +1619,105 @@ def _normalize_by_channel(
     return out
 
 
+def _batch_norm_training_by_channel(
+    em: LoopNestBuilder, x: SSAValue, weight: SSAValue | None, bias: SSAValue | None, eps: float, out_type: Attribute
+) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue] | None:
+    """Batch norm in training as one nest over channel tiles (channels on partitions): (out, mean, rstd, var),
+    the statistics fp32 vectors, or None for an input this does not lay out (not contiguous, or empty).
+
+    Per channel tile, one pass over x sums s = sum(x - f) and q = sum((x - f)^2) about each channel's first value
+    f (two ScalarE activations with -f as their per-partition bias, summed by their accumulate); then, with N
+    values per channel, m = f + s/N rounded once, r = (f - m) + s/N what m lost (m + r is the mean to fp32
+    precision, as `_batch_statistics` keeps it), var = q/N - (s/N)^2 (the shifted-data form about f: with f one
+    of the values, (s/N)^2 <= N var, so the subtraction cancels at most a factor N of q's magnitude, the
+    rounding the sum of N squares already carries), and a second pass writes (x - m) * scale + shift with
+    scale = rstd * weight and shift = bias - r * scale as per-partition columns. The statistics never leave the
+    channel tile between the passes, and x is read twice instead of three times."""
+    layout = layout_of(x)
+    shape = layout.shape
+    if len(shape) < 2 or not layout.is_contiguous() or 0 in shape:
+        return None
+    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
+    norm = 1.0 / (batch * rest)
+    # a 1-d batch norm ([N, C]) reads each channel's N values as one strided run rather than N one-element loads
+    if rest == 1:
+        rows = Layout((1, channels, batch), (0, 1, channels), 0)
+    else:
+        rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+    length = rows.shape[2]
+    out = alloc(em, shape, out_type)
+    source = view(em, x, Layout(rows.shape, rows.strides, layout.offset))
+    target = view(em, out, rows)
+    firsts = view(em, x, Layout((channels, 1), (rows.strides[1], 0), layout.offset))
+    affine = [
+        view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
+        for v in (weight, bias)
+        if v is not None
+    ]
+    statistics = [alloc(em, (channels,), f32) for _ in range(3)]
+    statistic_views = [view(em, v, Layout((channels, 1), (1, 0), 0)) for v in statistics]
+
+    def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
+        column = column_tile(p)
+        first = load(e, firsts, [c0, 0], (p, 1), f32)
+        negated = e.insert(tile.BinaryScalarOp(first, "multiply", column, scalar=-1.0)).result
+        params = [load(e, v, [c0, 0], (p, 1), f32) for v in affine]
+
+        def binary(e2: LoopNestBuilder, a: SSAValue, b: SSAValue, fn: str) -> SSAValue:
+            return e2.insert(tile.BinaryOp(a, b, fn, column)).result
+
+        def sums(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> list[SSAValue]:
+            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            work = TileType((p, size), f32, Memory.SBUF)
+            # activations with -f as their bias; neuron-fuse-instructions makes each sum its accumulate
+            centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
+            squares = e2.insert(tile.UnaryOp(values, "square", work, bias=negated)).result
+            return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (centred, squares)]
+
+        def fold(e2: LoopNestBuilder, acc: list[SSAValue], more: list[SSAValue]) -> list[SSAValue]:
+            return [binary(e2, a, b, "add") for a, b in zip(acc, more, strict=True)]
+
+        def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
+            return e2.accumulate_tile_values(
+                length,
+                FREE_TILE,
+                lambda e3, f0, size: sums(e3, n, f0, size),
+                lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
+            )
+
+        shifted, squared = e.accumulate_tile_values(
+            rows.shape[0], 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
+        )
+        offset = e.insert(tile.BinaryScalarOp(shifted, "multiply", column, scalar=norm)).result
+        m = binary(e, first, offset, "add")
+        residual = binary(e, binary(e, first, m, "subtract"), offset, "add")
+        spread = e.insert(tile.BinaryScalarOp(squared, "multiply", column, scalar=norm)).result
+        variance = binary(e, spread, binary(e, offset, offset, "multiply"), "subtract")
+        variance = e.insert(tile.BinaryScalarOp(variance, "max", column, scalar=0.0)).result
+        rstd = e.insert(tile.UnaryOp(variance, "rsqrt", column, bias_value=eps)).result
+        scale = rstd if weight is None else binary(e, rstd, params[0], "multiply")
+        lost = binary(e, residual, scale, "multiply")
+        if bias is not None:
+            shift = binary(e, params[-1], lost, "subtract")
+        else:
+            shift = e.insert(tile.BinaryScalarOp(lost, "multiply", column, scalar=-1.0)).result
+        for value, statistic in zip((binary(e, m, residual, "add"), rstd, variance), statistic_views, strict=True):
+            store(e, value, statistic, [c0, 0])
+
+        def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            work = TileType((p, size), f32, Memory.SBUF)
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
+            scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scale)).result
+            result = TileType((p, size), out_type, Memory.SBUF)
+            store(e2, e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=shift)).result, target, [n, c0, f0])
+
+        e.for_each(rows.shape[0], lambda e2, n: e2.for_tiles(length, FREE_TILE, lambda e3, f0, s: chunk(e3, n, f0, s)))
+
+    em.for_tiles(channels, PARTITION_TILE, channel_tile)
+    return out, statistics[0], statistics[1], statistics[2]
+
+
 def _batch_norm(
     em: LoopNestBuilder, op: Operation, args: dict[str, Any], training: bool, outputs: str
 ) -> list[SSAValue]:
@@ -1633,7 +1732,14 @@ def _batch_norm(
     bias = _channel_view(em, args["bias"], rank, 1) if args.get("bias") is not None else None
     out_type = result_element_type(op, 0)
     normalized = None
-    if training:
+    fused = (
+        _batch_norm_training_by_channel(em, x, args.get("weight"), args.get("bias"), eps, out_type)
+        if training
+        else None
+    )
+    if training and fused is not None:
+        normalized, mean, rstd, variance = fused
+    elif training:
         centre, residual, variance = _batch_statistics(em, x)
         rstd = _rstd(em, variance, eps)
         mean = _add(em, centre, residual)
