@@ -1606,7 +1606,7 @@ def _normalize_by_channel(
         centres, scales, shifts = (load(e, v, [c0, 0], (p, 1), f32) for v in vectors)
 
         def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
-            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            values = load(e2, source, [n, c0, f0], (p, size))
             work = TileType((p, size), f32, Memory.SBUF)
             centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=centres)).result
             scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scales)).result
@@ -1667,7 +1667,8 @@ def _batch_norm_training_by_channel(
             return e2.insert(tile.BinaryOp(a, b, fn, column)).result
 
         def sums(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> list[SSAValue]:
-            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            # x in its own dtype: a DMA that widens it moves the fp32 bytes, and the activations compute in fp32
+            values = load(e2, source, [n, c0, f0], (p, size))
             work = TileType((p, size), f32, Memory.SBUF)
             # activations with -f as their bias; neuron-fuse-instructions makes each sum its accumulate
             centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
@@ -1705,7 +1706,7 @@ def _batch_norm_training_by_channel(
             store(e, value, statistic, [c0, 0])
 
         def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
-            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            values = load(e2, source, [n, c0, f0], (p, size))
             work = TileType((p, size), f32, Memory.SBUF)
             centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
             scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scale)).result
@@ -1896,7 +1897,8 @@ def _batch_norm_backward_by_channel(
             return e2.insert(tile.BinaryScalarOp(a, "multiply", column, scalar=factor)).result
 
         def sums(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> list[SSAValue]:
-            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            # in their own dtypes: VectorE sums a 16-bit dy at twice the rate, and every step computes in fp32
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size)) for v in sources)
             work = TileType((p, size), f32, Memory.SBUF)
             # one activation with -m as its bias (the sum becomes its accumulate)
             centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
@@ -1933,7 +1935,7 @@ def _batch_norm_backward_by_channel(
         target = outputs[0]
 
         def grad_input(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
-            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size)) for v in sources)
             work = TileType((p, size), f32, Memory.SBUF)
             centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
             sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=k)).result
