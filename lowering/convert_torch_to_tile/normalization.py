@@ -1619,6 +1619,16 @@ def _normalize_by_channel(
     return out
 
 
+def _channel_rows(shape: Sequence[int]) -> Layout:
+    """A contiguous [N, C, ...] tensor as [images, C, length] runs of each channel's values: [N, C, HxW] with
+    unit-stride runs, and a 1-d batch norm's [N, C] as one run of N values at stride C per channel (one strided
+    DMA per chunk rather than N one-element loads)."""
+    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
+    if rest == 1:
+        return Layout((1, channels, batch), (0, 1, channels), 0)
+    return Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+
+
 def _batch_norm_training_by_channel(
     em: LoopNestBuilder, x: SSAValue, weight: SSAValue | None, bias: SSAValue | None, eps: float, out_type: Attribute
 ) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue] | None:
@@ -1637,14 +1647,9 @@ def _batch_norm_training_by_channel(
     shape = layout.shape
     if len(shape) < 2 or not layout.is_contiguous() or 0 in shape:
         return None
-    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
-    norm = 1.0 / (batch * rest)
-    # a 1-d batch norm ([N, C]) reads each channel's N values as one strided run rather than N one-element loads
-    if rest == 1:
-        rows = Layout((1, channels, batch), (0, 1, channels), 0)
-    else:
-        rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
-    length = rows.shape[2]
+    rows = _channel_rows(shape)
+    channels, length = rows.shape[1], rows.shape[2]
+    norm = 1.0 / (rows.shape[0] * length)
     out = alloc(em, shape, out_type)
     source = view(em, x, Layout(rows.shape, rows.strides, layout.offset))
     target = view(em, out, rows)
@@ -1867,9 +1872,9 @@ def _batch_norm_backward_by_channel(
     mean, r is not small against x - m, and without it
     every gradient would be off by a constant fraction of the spread."""
     shape = layout_of(x).shape
-    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
-    norm = 1.0 / (batch * rest)
-    rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+    rows = _channel_rows(shape)
+    channels, length = rows.shape[1], rows.shape[2]
+    norm = 1.0 / (rows.shape[0] * length)
     x, grad = _contiguous(em, x), _contiguous(em, grad)
     sources = [view(em, v, Layout(rows.shape, rows.strides, layout_of(v).offset)) for v in (x, grad)]
     columns = [
@@ -1910,14 +1915,14 @@ def _batch_norm_backward_by_channel(
 
         def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
             return e2.accumulate_tile_values(
-                rest,
+                length,
                 FREE_TILE,
                 lambda e3, f0, size: sums(e3, n, f0, size),
                 lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
             )
 
         total, residual_sum, product_sum = e.accumulate_tile_values(
-            batch, 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
+            rows.shape[0], 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
         )
         residual = _rounding_only(e, scaled(e, residual_sum, norm), m)
         dot = binary(e, product_sum, binary(e, residual, total, "multiply"), "subtract")
@@ -1945,7 +1950,9 @@ def _batch_norm_backward_by_channel(
             store(e2, e2.insert(tile.BinaryScalarOp(difference, "multiply", result, column=scale)).result, target,
                   [n, c0, f0])  # fmt: skip
 
-        e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: grad_input(e3, n, f0, size)))
+        e.for_each(
+            rows.shape[0], lambda e2, n: e2.for_tiles(length, FREE_TILE, lambda e3, f0, s: grad_input(e3, n, f0, s))
+        )
 
     em.for_tiles(channels, PARTITION_TILE, channel_tile)
     return results
