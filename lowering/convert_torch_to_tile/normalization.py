@@ -10,16 +10,19 @@ broadcast views, so nothing is copied to line them up:
     batch norm   statistics over every dim but the channel (dim 1), weight viewed as [C, 1, ...]; in training
                  the running statistics update to (1 - momentum) * running + momentum * batch (unbiased var)
 
-Batch norm in training keeps its mean exact to fp32 precision (`_batch_statistics`): with few values per channel
-close together against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the
-values is not small against their spread, and every normalized value and gradient inherits it. The first pass
-sums the differences from each channel's first value f, giving m = f + s/N and what it lost, r = (f - m) + s/N;
-the second sums (x - m)^2 (less r^2); both are one ScalarE activation per chunk with the column as its bias and
-its accumulate as the sum. x is then normalized with channels on partitions, (x - m) * (rstd * weight) + shift
-with shift = bias - r * rstd * weight, as two tensor_scalar steps with per-channel [P, 1] columns. The saved mean
-is m + r. Its backward in training (`native_batch_norm_backward`, which the frontend keeps whole) runs two passes
+Batch norm in training keeps its mean exact to fp32 precision: with few values per channel close together
+against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the values is not small
+against their spread, and every normalized value and gradient inherits it. A contiguous input takes one nest over
+channel tiles (`_batch_norm_training_by_channel`, channels on partitions): one pass sums the differences from each
+channel's first value f and their squares (two ScalarE activations with -f as their bias, summed by their
+accumulate), giving m = f + s/N, what it lost, r = (f - m) + s/N, and the shifted-data variance q/N - (s/N)^2;
+a second pass normalizes (x - m) * (rstd * weight) + shift with shift = bias - r * rstd * weight, as
+tensor_scalar steps with per-channel [P, 1] columns that never leave the channel tile. Other inputs take the same
+statistics as separate nests (`_batch_statistics`, the squares a pass of their own about m). The saved mean is
+m + r. Its backward in training (`native_batch_norm_backward`, which the frontend keeps whole) runs two passes
 over x and dy per channel tile (`_batch_norm_backward_by_channel`): the first sums dy, x - m and dy * (x - m),
-which also finds the saved mean's rounding again; the second writes grad_input from per-channel columns.
+which also finds the saved mean's rounding again; the second writes grad_input from per-channel columns. Both
+nests read x and dy in their own dtypes and see a 1-d batch norm's [N, C] as one strided run per channel.
 
 Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same statistics dims:
 
