@@ -10,16 +10,19 @@ broadcast views, so nothing is copied to line them up:
     batch norm   statistics over every dim but the channel (dim 1), weight viewed as [C, 1, ...]; in training
                  the running statistics update to (1 - momentum) * running + momentum * batch (unbiased var)
 
-Batch norm in training keeps its mean exact to fp32 precision (`_batch_statistics`): with few values per channel
-close together against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the
-values is not small against their spread, and every normalized value and gradient inherits it. The first pass
-sums the differences from each channel's first value f, giving m = f + s/N and what it lost, r = (f - m) + s/N;
-the second sums (x - m)^2 (less r^2); both are one ScalarE activation per chunk with the column as its bias and
-its accumulate as the sum. x is then normalized with channels on partitions, (x - m) * (rstd * weight) + shift
-with shift = bias - r * rstd * weight, as two tensor_scalar steps with per-channel [P, 1] columns. The saved mean
-is m + r. Its backward in training (`native_batch_norm_backward`, which the frontend keeps whole) runs two passes
+Batch norm in training keeps its mean exact to fp32 precision: with few values per channel close together
+against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the values is not small
+against their spread, and every normalized value and gradient inherits it. A contiguous input takes one nest over
+channel tiles (`_batch_norm_training_by_channel`, channels on partitions): one pass sums the differences from each
+channel's first value f and their squares (two ScalarE activations with -f as their bias, summed by their
+accumulate), giving m = f + s/N, what it lost, r = (f - m) + s/N, and the shifted-data variance q/N - (s/N)^2;
+a second pass normalizes (x - m) * (rstd * weight) + shift with shift = bias - r * rstd * weight, as
+tensor_scalar steps with per-channel [P, 1] columns that never leave the channel tile. Other inputs take the same
+statistics as separate nests (`_batch_statistics`, the squares a pass of their own about m). The saved mean is
+m + r. Its backward in training (`native_batch_norm_backward`, which the frontend keeps whole) runs two passes
 over x and dy per channel tile (`_batch_norm_backward_by_channel`): the first sums dy, x - m and dy * (x - m),
-which also finds the saved mean's rounding again; the second writes grad_input from per-channel columns.
+which also finds the saved mean's rounding again; the second writes grad_input from per-channel columns. Both
+nests read x and dy in their own dtypes and see a 1-d batch norm's [N, C] as one strided run per channel.
 
 Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same statistics dims:
 
@@ -1606,7 +1609,7 @@ def _normalize_by_channel(
         centres, scales, shifts = (load(e, v, [c0, 0], (p, 1), f32) for v in vectors)
 
         def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
-            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            values = load(e2, source, [n, c0, f0], (p, size))
             work = TileType((p, size), f32, Memory.SBUF)
             centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=centres)).result
             scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scales)).result
@@ -1617,6 +1620,111 @@ def _normalize_by_channel(
 
     em.for_tiles(channels, PARTITION_TILE, channel_tile)
     return out
+
+
+def _channel_rows(shape: Sequence[int]) -> Layout:
+    """A contiguous [N, C, ...] tensor as [images, C, length] runs of each channel's values: [N, C, HxW] with
+    unit-stride runs, and a 1-d batch norm's [N, C] as one run of N values at stride C per channel (one strided
+    DMA per chunk rather than N one-element loads)."""
+    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
+    if rest == 1:
+        return Layout((1, channels, batch), (0, 1, channels), 0)
+    return Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+
+
+def _batch_norm_training_by_channel(
+    em: LoopNestBuilder, x: SSAValue, weight: SSAValue | None, bias: SSAValue | None, eps: float, out_type: Attribute
+) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue] | None:
+    """Batch norm in training as one nest over channel tiles (channels on partitions): (out, mean, rstd, var),
+    the statistics fp32 vectors, or None for an input this does not lay out (not contiguous, or empty).
+
+    Per channel tile, one pass over x sums s = sum(x - f) and q = sum((x - f)^2) about each channel's first value
+    f (two ScalarE activations with -f as their per-partition bias, summed by their accumulate); then, with N
+    values per channel, m = f + s/N rounded once, r = (f - m) + s/N what m lost (m + r is the mean to fp32
+    precision, as `_batch_statistics` keeps it), var = q/N - (s/N)^2 (the shifted-data form about f: with f one
+    of the values, (s/N)^2 <= N var, so the subtraction cancels at most a factor N of q's magnitude, the
+    rounding the sum of N squares already carries), and a second pass writes (x - m) * scale + shift with
+    scale = rstd * weight and shift = bias - r * scale as per-partition columns. The statistics never leave the
+    channel tile between the passes, and x is read twice instead of three times."""
+    layout = layout_of(x)
+    shape = layout.shape
+    if len(shape) < 2 or not layout.is_contiguous() or 0 in shape:
+        return None
+    rows = _channel_rows(shape)
+    channels, length = rows.shape[1], rows.shape[2]
+    norm = 1.0 / (rows.shape[0] * length)
+    out = alloc(em, shape, out_type)
+    source = view(em, x, Layout(rows.shape, rows.strides, layout.offset))
+    target = view(em, out, rows)
+    firsts = view(em, x, Layout((channels, 1), (rows.strides[1], 0), layout.offset))
+    affine = [
+        view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
+        for v in (weight, bias)
+        if v is not None
+    ]
+    statistics = [alloc(em, (channels,), f32) for _ in range(3)]
+    statistic_views = [view(em, v, Layout((channels, 1), (1, 0), 0)) for v in statistics]
+
+    def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
+        column = column_tile(p)
+        first = load(e, firsts, [c0, 0], (p, 1), f32)
+        negated = e.insert(tile.BinaryScalarOp(first, "multiply", column, scalar=-1.0)).result
+        params = [load(e, v, [c0, 0], (p, 1), f32) for v in affine]
+
+        def binary(e2: LoopNestBuilder, a: SSAValue, b: SSAValue, fn: str) -> SSAValue:
+            return e2.insert(tile.BinaryOp(a, b, fn, column)).result
+
+        def sums(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> list[SSAValue]:
+            # x in its own dtype: a DMA that widens it moves the fp32 bytes, and the activations compute in fp32
+            values = load(e2, source, [n, c0, f0], (p, size))
+            work = TileType((p, size), f32, Memory.SBUF)
+            # activations with -f as their bias; neuron-fuse-instructions makes each sum its accumulate
+            centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
+            squares = e2.insert(tile.UnaryOp(values, "square", work, bias=negated)).result
+            return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (centred, squares)]
+
+        def fold(e2: LoopNestBuilder, acc: list[SSAValue], more: list[SSAValue]) -> list[SSAValue]:
+            return [binary(e2, a, b, "add") for a, b in zip(acc, more, strict=True)]
+
+        def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
+            return e2.accumulate_tile_values(
+                length,
+                FREE_TILE,
+                lambda e3, f0, size: sums(e3, n, f0, size),
+                lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
+            )
+
+        shifted, squared = e.accumulate_tile_values(
+            rows.shape[0], 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
+        )
+        offset = e.insert(tile.BinaryScalarOp(shifted, "multiply", column, scalar=norm)).result
+        m = binary(e, first, offset, "add")
+        residual = binary(e, binary(e, first, m, "subtract"), offset, "add")
+        spread = e.insert(tile.BinaryScalarOp(squared, "multiply", column, scalar=norm)).result
+        variance = binary(e, spread, binary(e, offset, offset, "multiply"), "subtract")
+        variance = e.insert(tile.BinaryScalarOp(variance, "max", column, scalar=0.0)).result
+        rstd = e.insert(tile.UnaryOp(variance, "rsqrt", column, bias_value=eps)).result
+        scale = rstd if weight is None else binary(e, rstd, params[0], "multiply")
+        lost = binary(e, residual, scale, "multiply")
+        if bias is not None:
+            shift = binary(e, params[-1], lost, "subtract")
+        else:
+            shift = e.insert(tile.BinaryScalarOp(lost, "multiply", column, scalar=-1.0)).result
+        for value, statistic in zip((binary(e, m, residual, "add"), rstd, variance), statistic_views, strict=True):
+            store(e, value, statistic, [c0, 0])
+
+        def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+            values = load(e2, source, [n, c0, f0], (p, size))
+            work = TileType((p, size), f32, Memory.SBUF)
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
+            scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scale)).result
+            result = TileType((p, size), out_type, Memory.SBUF)
+            store(e2, e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=shift)).result, target, [n, c0, f0])
+
+        e.for_each(rows.shape[0], lambda e2, n: e2.for_tiles(length, FREE_TILE, lambda e3, f0, s: chunk(e3, n, f0, s)))
+
+    em.for_tiles(channels, PARTITION_TILE, channel_tile)
+    return out, statistics[0], statistics[1], statistics[2]
 
 
 def _batch_norm(
@@ -1633,7 +1741,14 @@ def _batch_norm(
     bias = _channel_view(em, args["bias"], rank, 1) if args.get("bias") is not None else None
     out_type = result_element_type(op, 0)
     normalized = None
-    if training:
+    fused = (
+        _batch_norm_training_by_channel(em, x, args.get("weight"), args.get("bias"), eps, out_type)
+        if training
+        else None
+    )
+    if training and fused is not None:
+        normalized, mean, rstd, variance = fused
+    elif training:
         centre, residual, variance = _batch_statistics(em, x)
         rstd = _rstd(em, variance, eps)
         mean = _add(em, centre, residual)
@@ -1760,9 +1875,9 @@ def _batch_norm_backward_by_channel(
     mean, r is not small against x - m, and without it
     every gradient would be off by a constant fraction of the spread."""
     shape = layout_of(x).shape
-    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
-    norm = 1.0 / (batch * rest)
-    rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+    rows = _channel_rows(shape)
+    channels, length = rows.shape[1], rows.shape[2]
+    norm = 1.0 / (rows.shape[0] * length)
     x, grad = _contiguous(em, x), _contiguous(em, grad)
     sources = [view(em, v, Layout(rows.shape, rows.strides, layout_of(v).offset)) for v in (x, grad)]
     columns = [
@@ -1790,7 +1905,8 @@ def _batch_norm_backward_by_channel(
             return e2.insert(tile.BinaryScalarOp(a, "multiply", column, scalar=factor)).result
 
         def sums(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> list[SSAValue]:
-            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            # in their own dtypes: VectorE sums a 16-bit dy at twice the rate, and every step computes in fp32
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size)) for v in sources)
             work = TileType((p, size), f32, Memory.SBUF)
             # one activation with -m as its bias (the sum becomes its accumulate)
             centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
@@ -1802,14 +1918,14 @@ def _batch_norm_backward_by_channel(
 
         def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
             return e2.accumulate_tile_values(
-                rest,
+                length,
                 FREE_TILE,
                 lambda e3, f0, size: sums(e3, n, f0, size),
                 lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
             )
 
         total, residual_sum, product_sum = e.accumulate_tile_values(
-            batch, 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
+            rows.shape[0], 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
         )
         residual = _rounding_only(e, scaled(e, residual_sum, norm), m)
         dot = binary(e, product_sum, binary(e, residual, total, "multiply"), "subtract")
@@ -1827,7 +1943,7 @@ def _batch_norm_backward_by_channel(
         target = outputs[0]
 
         def grad_input(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
-            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size)) for v in sources)
             work = TileType((p, size), f32, Memory.SBUF)
             centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
             sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=k)).result
@@ -1837,7 +1953,9 @@ def _batch_norm_backward_by_channel(
             store(e2, e2.insert(tile.BinaryScalarOp(difference, "multiply", result, column=scale)).result, target,
                   [n, c0, f0])  # fmt: skip
 
-        e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: grad_input(e3, n, f0, size)))
+        e.for_each(
+            rows.shape[0], lambda e2, n: e2.for_tiles(length, FREE_TILE, lambda e3, f0, s: grad_input(e3, n, f0, s))
+        )
 
     em.for_tiles(channels, PARTITION_TILE, channel_tile)
     return results

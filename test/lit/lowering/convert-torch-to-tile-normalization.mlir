@@ -88,28 +88,29 @@ func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: t
   %0, %1, %2, %3, %4 = torch.aten._native_batch_norm_legit_functional %x, none, none, %rm, %rv {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
   func.return %0, %1, %2, %3, %4 : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
 }
-// Batch norm in training: channels on partitions (x read through a [C, N, HxW] view), the batch folded in a
-// loop. The first pass sums each channel's differences from its first value f (one activation with -f as its
-// per-partition bias); m = f + s/N and the residual r = (f - m) + s/N; the second pass sums (x - m)^2, less r^2.
-// x is normalized with the per-channel columns as tensor_scalar operands, r taken out of the shift. The running
-// mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var (the unbiased
-// variance of 20 values per channel).
+// Batch norm in training: one nest over channel tiles (channels on partitions, the batch folded in a loop). One
+// pass sums each channel's differences from its first value f and their squares (activations with -f as their
+// per-partition bias); m = f + s/N, the residual r = (f - m) + s/N and var = q/N - (s/N)^2 stay in the channel
+// tile's columns, and a second pass normalizes x with them as tensor_scalar operands, r taken out of the shift.
+// The running mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var (the
+// unbiased variance of 20 values per channel).
 // CHECK-LABEL: func.func @batch_norm_training
-// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3xf32, strided<[5]>, #mem<hbm>>
-// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x4x5xf32, strided<[5, 15, 1]>, #mem<hbm>>
-// CHECK:       tile.unary %{{.*}} bias %{{.*}} {fn = "copy"}
-// CHECK:       scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
-// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
-// CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "add"}
-// CHECK:       %[[LOST:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
-// CHECK:       tile.binary %[[LOST]], %{{.*}} {op = "add"}
-// CHECK:       tile.unary %{{.*}} bias %{{.*}} {fn = "square"}
-// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
-// CHECK:       %[[SQUARED:.*]] = tile.binary %[[R:.*]], %[[R]] {op = "multiply"}
-// CHECK:       tile.binary %{{.*}}, %[[SQUARED]] {op = "subtract"}
+// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x1xf32, strided<[5, 0]>, #mem<hbm>>
+// CHECK:       %[[F:.*]] = tile.load
+// CHECK:       %[[NEG:.*]] = tile.binary_scalar %[[F]] {op = "multiply", scalar = -1.000000e+00 : f64}
+// CHECK:       tile.unary %{{.*}} bias %[[NEG]] {fn = "copy"}
+// CHECK-NEXT:  tile.unary %{{.*}} bias %[[NEG]] {fn = "square"}
+// CHECK:       %[[S:.*]], %[[Q:.*]] = scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
+// CHECK:       %[[OFFSET:.*]] = tile.binary_scalar %[[S]] {op = "multiply", scalar = 5.000000e-02 : f64}
+// CHECK:       %[[M:.*]] = tile.binary %[[F]], %[[OFFSET]] {op = "add"}
+// CHECK:       %[[LOST:.*]] = tile.binary %[[F]], %[[M]] {op = "subtract"}
+// CHECK:       tile.binary %[[LOST]], %[[OFFSET]] {op = "add"}
+// CHECK:       tile.binary_scalar %[[Q]] {op = "multiply", scalar = 5.000000e-02 : f64}
+// CHECK:       tile.binary %[[OFFSET]], %[[OFFSET]] {op = "multiply"}
 // CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
+// CHECK-NOT:   tile.load %x
 // CHECK:       scf.for
-// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
+// CHECK:         tile.binary_scalar %{{.*}} column %[[M]] {op = "subtract"}
 // CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
 // CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "add"}
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 9.000000e-01 : f64}
