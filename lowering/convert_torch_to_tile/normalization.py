@@ -13,7 +13,10 @@ broadcast views, so nothing is copied to line them up:
 Batch norm in training keeps its mean exact to fp32 precision (`_batch_statistics`): with few values per channel
 close together against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the
 values is not small against their spread, and every normalized value and gradient inherits it. The first pass
-sums the differences from each channel's first value f, giving m = f + s/N and what it lost, r = (f - m) + s/N;
+sums the differences from a shift f per channel, giving m = f + s/N and what it lost, r = (f - m) + s/N; f is the
+mean of the channel's first few values (its first value at 1x1 spatial size), since every difference carries
+f - mean and the sum rounds against N |f - mean|: from one value of a map whose mean is small against its spread
+(a stem convolution's), m was off by an ulp of the spread, tens of times eager's error in the mean;
 the second sums (x - m)^2 (less r^2); both are one ScalarE activation per chunk with the column as its bias and
 its accumulate as the sum. x is then normalized with channels on partitions, (x - m) * (rstd * weight) + shift
 with shift = bias - r * rstd * weight, as two tensor_scalar steps with per-channel [P, 1] columns. The saved mean
@@ -1502,6 +1505,31 @@ def _running_update(
     return emit_elementwise(em, layout_of(running).shape, out_type, [running, batch], compute)
 
 
+# Most values per channel whose mean is the first pass's shift (one contiguous run each): enough that the shift
+# is a fraction of the spread from the mean, few enough that the nest finding it costs next to nothing.
+PILOT_VALUES = 64
+
+
+def _scaled_copy(scale: float) -> Callable[[LoopNestBuilder, SSAValue, RowTile], SSAValue]:
+    """A reduction's chunk transform x * scale as one ScalarE activation, whose accumulate then takes the sum
+    (neuron-fuse-instructions): a scaled sum in one instruction."""
+
+    def transform(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
+        return e.insert(tile.UnaryOp(chunk, "copy", chunk.type, scale=scale)).result  # type: ignore[arg-type]
+
+    return transform
+
+
+def _pilot_run(layout: Layout) -> tuple[int, int]:
+    """(count, stride) of the values the first pass's shift averages: the leading run of the first
+    image's plane of each channel that one stride walks (its innermost dims merged where they are contiguous),
+    at most `PILOT_VALUES` of them; a count of 1 (one value, no run) at 1x1 spatial size."""
+    dims, (strides,) = collapse(layout.shape[2:], [layout.strides[2:]])
+    if not dims:
+        return 1, 0
+    return min(dims[-1], PILOT_VALUES), strides[-1]
+
+
 def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
     """(m, r, var) per channel: m the mean in fp32, r what m lost to its rounding (m + r is the mean to fp32
     precision) and var the variance about m + r.
@@ -1510,9 +1538,11 @@ def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAVa
     where a channel's values are few and close together against their mean (a tiny batch at 1x1 spatial size)
     that rounding is not small against the deviations: the normalized values, and the gradients the backward
     computes from them, would be off by a constant fraction of the spread. So the first pass sums the values'
-    differences from the channel's first value f (exact for values within a factor of two of it, so the sum
-    only rounds against the spread): m = f + s/N rounded once, r = (f - m) + s/N. The second pass is the usual
-    sum of squared deviations from m, less r^2 (tiny against it) to centre it on m + r."""
+    differences from a shift f near the mean (exact for values within a factor of two of it, so the sum only
+    rounds against the spread and against N |f - mean|): m = f + s/N rounded once, r = (f - m) + s/N. f is the
+    mean of up to `PILOT_VALUES` of the channel's first values (`_pilot_run`), so |f - mean| is a fraction of the
+    spread, not the spread itself as for a single value. The second pass is the usual sum of squared deviations
+    from m, less r^2 (tiny against it) to centre it on m + r."""
     layout = layout_of(x)
     dims = _batch_dims(x)
     channels = (layout.shape[1],)
@@ -1521,7 +1551,12 @@ def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAVa
         variance, mean = emit_variance(em, x, dims, False, 0.0, f32)
         residual = emit_elementwise(em, channels, f32, [], lambda e, t, r: TileMath(e, r).fill(0.0, r))
         return mean, residual, variance
-    first = _cast_copy(em, view(em, x, Layout(channels, (layout.strides[1],), layout.offset)), f32)
+    pilot, stride = _pilot_run(layout)
+    if pilot == 1:
+        first = _cast_copy(em, view(em, x, Layout(channels, (layout.strides[1],), layout.offset)), f32)
+    else:
+        leading = view(em, x, Layout((*channels, pilot), (layout.strides[1], stride), layout.offset))
+        first = emit_reduce(em, leading, [1], False, "add", f32, transform=_scaled_copy(1.0 / pilot))
     space = ReductionSpace(em, x, dims)
 
     def from_column(column_of: SSAValue, square: bool) -> Any:
