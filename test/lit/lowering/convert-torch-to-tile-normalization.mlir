@@ -89,13 +89,16 @@ func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: t
   func.return %0, %1, %2, %3, %4 : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
 }
 // Batch norm in training: channels on partitions (x read through a [C, N, HxW] view), the batch folded in a
-// loop. The first pass sums each channel's differences from its first value f (one activation with -f as its
-// per-partition bias); m = f + s/N and the residual r = (f - m) + s/N; the second pass sums (x - m)^2, less r^2.
+// loop. The shift f is the mean of each channel's first run of values (x[0, c, :], one scaled activation
+// summed), the first pass sums each channel's differences from f (one activation with -f as its per-partition
+// bias); m = f + s/N and the residual r = (f - m) + s/N; the second pass sums (x - m)^2, less r^2.
 // x is normalized with the per-channel columns as tensor_scalar operands, r taken out of the shift. The running
 // mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var (the unbiased
 // variance of 20 values per channel).
 // CHECK-LABEL: func.func @batch_norm_training
-// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3xf32, strided<[5]>, #mem<hbm>>
+// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x5xf32, #mem<hbm>>
+// CHECK:       tile.unary %{{.*}} {fn = "copy", scale = 2.000000e-01 : f64}
+// CHECK-NEXT:  tile.reduce %{{.*}} {op = "add"}
 // CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x4x5xf32, strided<[5, 15, 1]>, #mem<hbm>>
 // CHECK:       tile.unary %{{.*}} bias %{{.*}} {fn = "copy"}
 // CHECK:       scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
