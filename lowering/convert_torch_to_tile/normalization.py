@@ -13,9 +13,12 @@ broadcast views, so nothing is copied to line them up:
 Batch norm in training keeps its mean exact to fp32 precision: with few values per channel close together
 against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the values is not small
 against their spread, and every normalized value and gradient inherits it. A contiguous input takes one nest over
-channel tiles (`_batch_norm_training_by_channel`, channels on partitions): one pass sums the differences from each
-channel's first value f and their squares (two ScalarE activations with -f as their bias, summed by their
-accumulate), giving m = f + s/N, what it lost, r = (f - m) + s/N, and the shifted-data variance q/N - (s/N)^2;
+channel tiles (`_batch_norm_training_by_channel`, channels on partitions): one pass sums the differences from a
+shift f per channel and their squares (two ScalarE activations with -f as their bias, summed by their
+accumulate), giving m = f + s/N, what it lost, r = (f - m) + s/N, and the shifted-data variance q/N - (s/N)^2.
+f is the mean of up to `PILOT_VALUES` of the channel's first values (its first value at 1x1 spatial size): every
+difference carries f - mean, and the sum rounds against N |f - mean|, which from a single value of a map whose
+mean is small against its spread (a stem convolution's) left m tens of times eager's error off;
 a second pass normalizes (x - m) * (rstd * weight) + shift with shift = bias - r * rstd * weight, as
 tensor_scalar steps with per-channel [P, 1] columns that never leave the channel tile. Other inputs take the same
 statistics as separate nests (`_batch_statistics`, the squares a pass of their own about m). The saved mean is
@@ -1505,6 +1508,31 @@ def _running_update(
     return emit_elementwise(em, layout_of(running).shape, out_type, [running, batch], compute)
 
 
+# Most values per channel whose mean is the first pass's shift (one contiguous run each): enough that the shift
+# is a fraction of the spread from the mean, few enough that the nest finding it costs next to nothing.
+PILOT_VALUES = 64
+
+
+def _scaled_copy(scale: float) -> Callable[[LoopNestBuilder, SSAValue, RowTile], SSAValue]:
+    """A reduction's chunk transform x * scale as one ScalarE activation, whose accumulate then takes the sum
+    (neuron-fuse-instructions): a scaled sum in one instruction."""
+
+    def transform(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
+        return e.insert(tile.UnaryOp(chunk, "copy", chunk.type, scale=scale)).result  # type: ignore[arg-type]
+
+    return transform
+
+
+def _pilot_run(layout: Layout) -> tuple[int, int]:
+    """(count, stride) of the values the first pass's shift averages: the leading run of the first
+    image's plane of each channel that one stride walks (its innermost dims merged where they are contiguous),
+    at most `PILOT_VALUES` of them; a count of 1 (one value, no run) at 1x1 spatial size."""
+    dims, (strides,) = collapse(layout.shape[2:], [layout.strides[2:]])
+    if not dims:
+        return 1, 0
+    return min(dims[-1], PILOT_VALUES), strides[-1]
+
+
 def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
     """(m, r, var) per channel: m the mean in fp32, r what m lost to its rounding (m + r is the mean to fp32
     precision) and var the variance about m + r.
@@ -1513,9 +1541,11 @@ def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAVa
     where a channel's values are few and close together against their mean (a tiny batch at 1x1 spatial size)
     that rounding is not small against the deviations: the normalized values, and the gradients the backward
     computes from them, would be off by a constant fraction of the spread. So the first pass sums the values'
-    differences from the channel's first value f (exact for values within a factor of two of it, so the sum
-    only rounds against the spread): m = f + s/N rounded once, r = (f - m) + s/N. The second pass is the usual
-    sum of squared deviations from m, less r^2 (tiny against it) to centre it on m + r."""
+    differences from a shift f near the mean (exact for values within a factor of two of it, so the sum only
+    rounds against the spread and against N |f - mean|): m = f + s/N rounded once, r = (f - m) + s/N. f is the
+    mean of up to `PILOT_VALUES` of the channel's first values (`_pilot_run`), so |f - mean| is a fraction of the
+    spread, not the spread itself as for a single value. The second pass is the usual sum of squared deviations
+    from m, less r^2 (tiny against it) to centre it on m + r."""
     layout = layout_of(x)
     dims = _batch_dims(x)
     channels = (layout.shape[1],)
@@ -1524,7 +1554,12 @@ def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAVa
         variance, mean = emit_variance(em, x, dims, False, 0.0, f32)
         residual = emit_elementwise(em, channels, f32, [], lambda e, t, r: TileMath(e, r).fill(0.0, r))
         return mean, residual, variance
-    first = _cast_copy(em, view(em, x, Layout(channels, (layout.strides[1],), layout.offset)), f32)
+    pilot, stride = _pilot_run(layout)
+    if pilot == 1:
+        first = _cast_copy(em, view(em, x, Layout(channels, (layout.strides[1],), layout.offset)), f32)
+    else:
+        leading = view(em, x, Layout((*channels, pilot), (layout.strides[1], stride), layout.offset))
+        first = emit_reduce(em, leading, [1], False, "add", f32, transform=_scaled_copy(1.0 / pilot))
     space = ReductionSpace(em, x, dims)
 
     def from_column(column_of: SSAValue, square: bool) -> Any:
@@ -1638,12 +1673,13 @@ def _batch_norm_training_by_channel(
     """Batch norm in training as one nest over channel tiles (channels on partitions): (out, mean, rstd, var),
     the statistics fp32 vectors, or None for an input this does not lay out (not contiguous, or empty).
 
-    Per channel tile, one pass over x sums s = sum(x - f) and q = sum((x - f)^2) about each channel's first value
-    f (two ScalarE activations with -f as their per-partition bias, summed by their accumulate); then, with N
-    values per channel, m = f + s/N rounded once, r = (f - m) + s/N what m lost (m + r is the mean to fp32
-    precision, as `_batch_statistics` keeps it), var = q/N - (s/N)^2 (the shifted-data form about f: with f one
-    of the values, (s/N)^2 <= N var, so the subtraction cancels at most a factor N of q's magnitude, the
-    rounding the sum of N squares already carries), and a second pass writes (x - m) * scale + shift with
+    Per channel tile, one pass over x sums s = sum(x - f) and q = sum((x - f)^2) about a shift f per channel, the
+    mean of its first values as `_batch_statistics` takes it (`_pilot_run`), with two ScalarE activations with -f
+    as their per-partition bias, summed by their accumulate; then, with N values per channel, m = f + s/N rounded
+    once, r = (f - m) + s/N what m lost (m + r is the mean to fp32 precision, as `_batch_statistics` keeps it),
+    var = q/N - (s/N)^2 (the shifted-data form about f: with f within the values' range, (s/N)^2 <= N var, so the
+    subtraction cancels at most a factor N of q's magnitude, the rounding the sum of N squares already carries),
+    and a second pass writes (x - m) * scale + shift with
     scale = rstd * weight and shift = bias - r * scale as per-partition columns. The statistics never leave the
     channel tile between the passes, and x is read twice instead of three times."""
     layout = layout_of(x)
@@ -1656,7 +1692,8 @@ def _batch_norm_training_by_channel(
     out = alloc(em, shape, out_type)
     source = view(em, x, Layout(rows.shape, rows.strides, layout.offset))
     target = view(em, out, rows)
-    firsts = view(em, x, Layout((channels, 1), (rows.strides[1], 0), layout.offset))
+    pilot, stride = _pilot_run(layout)
+    firsts = view(em, x, Layout((channels, pilot), (rows.strides[1], stride), layout.offset))
     affine = [
         view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
         for v in (weight, bias)
@@ -1667,7 +1704,10 @@ def _batch_norm_training_by_channel(
 
     def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
         column = column_tile(p)
-        first = load(e, firsts, [c0, 0], (p, 1), f32)
+        first = load(e, firsts, [c0, 0], (p, pilot), f32)
+        if pilot > 1:  # their mean: one scaled activation summed by its accumulate
+            scaled = e.insert(tile.UnaryOp(first, "copy", TileType((p, pilot), f32, Memory.SBUF), scale=1.0 / pilot))
+            first = e.insert(tile.ReduceOp(scaled.result, "add", column)).result
         negated = e.insert(tile.BinaryScalarOp(first, "multiply", column, scalar=-1.0)).result
         params = [load(e, v, [c0, 0], (p, 1), f32) for v in affine]
 

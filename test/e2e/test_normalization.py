@@ -307,6 +307,34 @@ def test_batch_norm_training_few_values_close_to_their_mean(batch):
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
 
 
+def test_batch_norm_training_mean_small_against_the_spread():
+    """Batch norm in training on a stem convolution's map (2 x 64 x 64 values per channel, spread about 1, means
+    of a few thousandths): a mean found by summing differences from one of the values sums terms that all share
+    that value, and rounds against the size of their sum rather than the spread, tens of times eager's error in
+    the mean and in the running mean updated from it. Forward, backward and running statistics against float64,
+    within the golden criterion."""
+    torch.manual_seed(0)
+    channels = 32
+    x = torch.randn(2, channels, 64, 64) + 0.004 * torch.randn(1, channels, 1, 1)
+    projection = torch.randn(x.shape)
+
+    def step(module, call, values):
+        leaf = values.clone().requires_grad_()
+        out = call(leaf)
+        (out * projection.to(out.dtype)).sum().backward()
+        return [out.detach(), leaf.grad, module.weight.grad, module.bias.grad, module.running_mean, module.running_var]
+
+    eager = torch.nn.BatchNorm2d(channels)
+    model, wide = copy.deepcopy(eager), copy.deepcopy(eager).double()
+    ours = step(model, torch.compile(model, backend="neuron-mlir"), x)
+    expected = step(eager, eager, x)
+    golden = step(wide, wide, x.double())
+    names = ["output", "input gradient", "weight gradient", "bias gradient", "running mean", "running variance"]
+    for name, got, want, exact in zip(names, ours, expected, golden, strict=True):
+        assert_close_to_golden(got, want, exact, name)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+
+
 class _ChannelsFirstLayerNorm(torch.nn.LayerNorm):
     """ConvNeXt's layer norm of an [N, C, H, W] map over its channels: a permuted view normalized and permuted
     back."""

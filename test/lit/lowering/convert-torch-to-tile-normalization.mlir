@@ -88,15 +88,17 @@ func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: t
   %0, %1, %2, %3, %4 = torch.aten._native_batch_norm_legit_functional %x, none, none, %rm, %rv {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
   func.return %0, %1, %2, %3, %4 : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
 }
-// Batch norm in training: one nest over channel tiles (channels on partitions, the batch folded in a loop). One
-// pass sums each channel's differences from its first value f and their squares (activations with -f as their
-// per-partition bias); m = f + s/N, the residual r = (f - m) + s/N and var = q/N - (s/N)^2 stay in the channel
+// Batch norm in training: one nest over channel tiles (channels on partitions, the batch folded in a loop). The
+// shift f is the mean of each channel's first run of values (x[0, c, :], one scaled activation summed); one pass
+// sums each channel's differences from f and their squares (activations with -f as their per-partition bias); m = f + s/N, the residual r = (f - m) + s/N and var = q/N - (s/N)^2 stay in the channel
 // tile's columns, and a second pass normalizes x with them as tensor_scalar operands, r taken out of the shift.
 // The running mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var (the
 // unbiased variance of 20 values per channel).
 // CHECK-LABEL: func.func @batch_norm_training
-// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x1xf32, strided<[5, 0]>, #mem<hbm>>
-// CHECK:       %[[F:.*]] = tile.load
+// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x5xf32, #mem<hbm>>
+// CHECK:       tile.load
+// CHECK:       %[[SCALED:.*]] = tile.unary %{{.*}} {fn = "copy", scale = 2.000000e-01 : f64}
+// CHECK-NEXT:  %[[F:.*]] = tile.reduce %[[SCALED]] {op = "add"}
 // CHECK:       %[[NEG:.*]] = tile.binary_scalar %[[F]] {op = "multiply", scalar = -1.000000e+00 : f64}
 // CHECK:       tile.unary %{{.*}} bias %[[NEG]] {fn = "copy"}
 // CHECK-NEXT:  tile.unary %{{.*}} bias %[[NEG]] {fn = "square"}
