@@ -1643,15 +1643,7 @@ def _normalize_by_channel(
     def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
         centres, scales, shifts = (load(e, v, [c0, 0], (p, 1), f32) for v in vectors)
 
-        def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
-            values = load(e2, source, [n, c0, f0], (p, size))
-            work = TileType((p, size), f32, Memory.SBUF)
-            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=centres)).result
-            scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scales)).result
-            result = TileType((p, size), out_type, Memory.SBUF)
-            store(e2, e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=shifts)).result, target, [n, c0, f0])
-
-        e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: chunk(e3, n, f0, size)))
+        _normalize_channel_tile(e, source, target, c0, p, (batch, rest), (centres, scales, shifts), out_type)
 
     em.for_tiles(channels, PARTITION_TILE, channel_tile)
     return out
@@ -1665,6 +1657,58 @@ def _channel_rows(shape: Sequence[int]) -> Layout:
     if rest == 1:
         return Layout((1, channels, batch), (0, 1, channels), 0)
     return Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+
+
+def _normalize_channel_tile(
+    em: LoopNestBuilder,
+    source: SSAValue,
+    target: SSAValue,
+    c0: Index,
+    p: int,
+    extent: tuple[int, int],
+    columns: tuple[SSAValue, SSAValue, SSAValue],
+    out_type: Attribute,
+) -> None:
+    """target = (source - centre) * scale + shift for the channel tile [c0, c0 + p) of [images, C, length] views,
+    with (centre, scale, shift) per-partition [p, 1] columns: three tensor_scalar steps per chunk."""
+    images, length = extent
+    centre, scale, shift = columns
+
+    def chunk(e: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+        values = load(e, source, [n, c0, f0], (p, size))
+        work = TileType((p, size), f32, Memory.SBUF)
+        centred = e.insert(tile.BinaryScalarOp(values, "subtract", work, column=centre)).result
+        scaled = e.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scale)).result
+        result = TileType((p, size), out_type, Memory.SBUF)
+        store(e, e.insert(tile.BinaryScalarOp(scaled, "add", result, column=shift)).result, target, [n, c0, f0])
+
+    em.for_each(images, lambda e, n: e.for_tiles(length, FREE_TILE, lambda e2, f0, size: chunk(e2, n, f0, size)))
+
+
+def _channel_sums(
+    em: LoopNestBuilder,
+    images: int,
+    length: int,
+    column: TileType,
+    sums: Callable[[LoopNestBuilder, Index, Index, int], list[SSAValue]],
+) -> list[SSAValue]:
+    """The [P, 1] sums that `sums` gives for each chunk (image n, offset f0, size) of a channel tile's rows, added
+    up over every image's `length` values: carried through the chunk loop, then the image loop."""
+
+    def fold(e: LoopNestBuilder, acc: list[SSAValue], more: list[SSAValue]) -> list[SSAValue]:
+        return [e.insert(tile.BinaryOp(a, b, "add", column)).result for a, b in zip(acc, more, strict=True)]
+
+    def image(e: LoopNestBuilder, n: Index) -> list[SSAValue]:
+        return e.accumulate_tile_values(
+            length,
+            FREE_TILE,
+            lambda e2, f0, size: sums(e2, n, f0, size),
+            lambda e2, f0, size, acc: fold(e2, acc, sums(e2, n, f0, size)),
+        )
+
+    return em.accumulate_tile_values(
+        images, 1, lambda e, n, _: image(e, n), lambda e, n, _, acc: fold(e, acc, image(e, n))
+    )
 
 
 def _batch_norm_training_by_channel(
@@ -1723,20 +1767,7 @@ def _batch_norm_training_by_channel(
             squares = e2.insert(tile.UnaryOp(values, "square", work, bias=negated)).result
             return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (centred, squares)]
 
-        def fold(e2: LoopNestBuilder, acc: list[SSAValue], more: list[SSAValue]) -> list[SSAValue]:
-            return [binary(e2, a, b, "add") for a, b in zip(acc, more, strict=True)]
-
-        def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
-            return e2.accumulate_tile_values(
-                length,
-                FREE_TILE,
-                lambda e3, f0, size: sums(e3, n, f0, size),
-                lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
-            )
-
-        shifted, squared = e.accumulate_tile_values(
-            rows.shape[0], 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
-        )
+        shifted, squared = _channel_sums(e, rows.shape[0], length, column, sums)
         offset = e.insert(tile.BinaryScalarOp(shifted, "multiply", column, scalar=norm)).result
         m = binary(e, first, offset, "add")
         residual = binary(e, binary(e, first, m, "subtract"), offset, "add")
@@ -1753,15 +1784,7 @@ def _batch_norm_training_by_channel(
         for value, statistic in zip((binary(e, m, residual, "add"), rstd, variance), statistic_views, strict=True):
             store(e, value, statistic, [c0, 0])
 
-        def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
-            values = load(e2, source, [n, c0, f0], (p, size))
-            work = TileType((p, size), f32, Memory.SBUF)
-            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
-            scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scale)).result
-            result = TileType((p, size), out_type, Memory.SBUF)
-            store(e2, e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=shift)).result, target, [n, c0, f0])
-
-        e.for_each(rows.shape[0], lambda e2, n: e2.for_tiles(length, FREE_TILE, lambda e3, f0, s: chunk(e3, n, f0, s)))
+        _normalize_channel_tile(e, source, target, c0, p, (rows.shape[0], length), (m, scale, shift), out_type)
 
     em.for_tiles(channels, PARTITION_TILE, channel_tile)
     return out, statistics[0], statistics[1], statistics[2]
@@ -1953,20 +1976,7 @@ def _batch_norm_backward_by_channel(
             product = e2.insert(tile.BinaryOp(gradient, centred, "multiply", work)).result
             return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (gradient, centred, product)]
 
-        def fold(e2: LoopNestBuilder, acc: list[SSAValue], more: list[SSAValue]) -> list[SSAValue]:
-            return [binary(e2, a, b, "add") for a, b in zip(acc, more, strict=True)]
-
-        def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
-            return e2.accumulate_tile_values(
-                length,
-                FREE_TILE,
-                lambda e3, f0, size: sums(e3, n, f0, size),
-                lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
-            )
-
-        total, residual_sum, product_sum = e.accumulate_tile_values(
-            rows.shape[0], 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
-        )
+        total, residual_sum, product_sum = _channel_sums(e, rows.shape[0], length, column, sums)
         residual = _rounding_only(e, scaled(e, residual_sum, norm), m)
         dot = binary(e, product_sum, binary(e, residual, total, "multiply"), "subtract")
         if outputs[1] is not None:
