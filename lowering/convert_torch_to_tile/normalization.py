@@ -1809,7 +1809,7 @@ def _batch_norm(
         if training
         else None
     )
-    if training and fused is not None:
+    if fused is not None:
         normalized, mean, rstd, variance = fused
     elif training:
         centre, residual, variance = _batch_statistics(em, x)
