@@ -368,3 +368,22 @@ def test_tiny_configurations_have_lists_as_checkpoint_files_give_them():
         model_sweep.Architecture("ConvNextBackbone", "convnext", "MODEL_FOR_BACKBONE_MAPPING_NAMES", 0)
     )
     assert model.num_features == [convnext.hidden_sizes[0], *convnext.hidden_sizes]
+
+
+def test_the_float64_reference_of_fused_experts(every_architecture):
+    # a mixture of experts runs its experts through grouped_mm, which has no float64 version: the reference copy
+    # loops over them instead, and computes what the float32 model computes
+    import torch
+
+    model, config = model_sweep.build(every_architecture["PhimoeModel"])
+    tokens = torch.randint(0, config.vocab_size, (2, 8), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(RuntimeError, match="mat_a"):
+        model.double()(input_ids=tokens)
+    model.float().eval()  # training routes by sampling
+    double = model_sweep.float64_copy(model)
+    assert next(model.parameters()).dtype == torch.float32
+    with torch.no_grad():
+        expected = model(input_ids=tokens).last_hidden_state
+        got = double(input_ids=tokens).last_hidden_state
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got.float(), expected, rtol=1e-4, atol=1e-4)
