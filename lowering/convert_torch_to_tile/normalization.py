@@ -26,6 +26,8 @@ m + r. Its backward in training (`native_batch_norm_backward`, which the fronten
 over x and dy per channel tile (`_batch_norm_backward_by_channel`): the first sums dy, x - m and dy * (x - m),
 which also finds the saved mean's rounding again; the second writes grad_input from per-channel columns. Both
 nests read x and dy in their own dtypes and see a 1-d batch norm's [N, C] as one strided run per channel.
+With fewer channels than half the partitions, both spread each channel over several partitions (`_ChannelSplit`)
+and make the parts' sums their channel's with one matmul.
 
 Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same statistics dims:
 
@@ -94,6 +96,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     load,
     result_element_type,
     result_shape,
+    sbuf_tile,
     store,
     tensor_shape,
     to_sbuf,
@@ -1711,6 +1714,91 @@ def _channel_sums(
     )
 
 
+# A part's values per image at least: shorter runs would cost the loads more in DMA descriptors (a run of 256
+# 2-byte values is 512 bytes) than the idle lanes cost the engines.
+_MIN_PART_VALUES = 256
+
+
+@dataclass(frozen=True)
+class _ChannelSplit:
+    """Each channel of a batch norm over `parts` partitions, so that few channels still fill the engines' lanes.
+
+    With channels on partitions, C channels use C of 128 lanes: 64 channels (ResNet's stem and first stage) leave
+    half of every engine idle. A contiguous [N, C, L] tensor is also [N, C * parts, L / parts] with one stride per
+    axis, partition c * parts + j holding the j-th part of channel c's run, so the per-channel nests run unchanged
+    over parts; what differs is the statistics. A part's [P, 1] sums become its channel's by one TensorE matmul
+    with the 0/1 matrix of `same channel` (`totals`), which leaves every part of a channel with the same total;
+    per-channel vectors enter spread over their parts (`spread`) and leave from each channel's first part
+    (`firsts`), both exact (one product by 1 per value). `parts` is 1 (everything as before) when no divisor of L
+    above 1 fits the channels twice into 128 partitions with `_MIN_PART_VALUES` in each part, and for a batch norm
+    over [N, C] (its runs are strided)."""
+
+    channels: int
+    parts: int
+
+    @staticmethod
+    def of(shape: Sequence[int]) -> _ChannelSplit:
+        channels, length = shape[1], math.prod(shape[2:])
+        parts = min(PARTITION_TILE // channels, length // _MIN_PART_VALUES) if channels else 1
+        while parts > 1 and length % parts:
+            parts -= 1
+        return _ChannelSplit(channels, max(parts, 1))
+
+    def rows(self, shape: Sequence[int]) -> Layout:
+        """`_channel_rows(shape)` with each channel's run cut into its parts."""
+        rows = _channel_rows(shape)
+        if self.parts == 1:
+            return rows
+        batch, channels, length = rows.shape
+        part = length // self.parts
+        return Layout((batch, channels * self.parts, part), (rows.strides[0], part, 1), 0)
+
+    def matrices(self, em: LoopNestBuilder) -> _SplitMatrices | None:
+        """The matrices of `spread`, `totals` and `firsts`, made once per nest (None without parts)."""
+        if self.parts == 1:
+            return None
+        c, rows = self.channels, self.channels * self.parts
+
+        def where(offsets: SSAValue, test: str, bound: float) -> SSAValue:
+            return em.insert(tile.BinaryScalarOp(offsets, test, sbuf_tile((c, rows)), scalar=bound)).result
+
+        # spread[c, q] = 1 where q - parts c is in [0, parts): channel c's parts
+        offsets = em.insert(tile.IotaOp(sbuf_tile((c, rows)), [1], 0, -self.parts)).result
+        low, high = where(offsets, "is_ge", 0.0), where(offsets, "is_lt", float(self.parts))
+        spread = em.insert(tile.BinaryOp(low, high, "multiply", sbuf_tile((c, rows)))).result
+        same = to_sbuf(em, em.insert(tile.MatmulOp(spread, spread, TileType((rows, rows), f32, Memory.PSUM))).result)
+        # first[q, c] = 1 where q = parts c: each channel's first part
+        first = em.insert(tile.IotaOp(sbuf_tile((rows, c)), [-self.parts], 0, 1)).result
+        first = em.insert(tile.BinaryScalarOp(first, "is_equal", sbuf_tile((rows, c)), scalar=0.0)).result
+        return _SplitMatrices(spread, same, first)
+
+
+@dataclass(frozen=True)
+class _SplitMatrices:
+    spread_matrix: SSAValue
+    same_channel: SSAValue
+    first_parts: SSAValue
+
+    @staticmethod
+    def _product(em: LoopNestBuilder, stationary: SSAValue, column: SSAValue) -> SSAValue:
+        rows = stationary.type
+        assert isinstance(rows, TileType)
+        psum = TileType((rows.get_shape()[1], 1), f32, Memory.PSUM)
+        return to_sbuf(em, em.insert(tile.MatmulOp(stationary, column, psum)).result)
+
+    def spread(self, em: LoopNestBuilder, column: SSAValue) -> SSAValue:
+        """A [C, 1] per-channel column as [C * parts, 1], each channel's value on each of its parts."""
+        return self._product(em, self.spread_matrix, column)
+
+    def totals(self, em: LoopNestBuilder, column: SSAValue) -> SSAValue:
+        """Per-part [C * parts, 1] sums as their channel's totals, on every part of it."""
+        return self._product(em, self.same_channel, column)
+
+    def firsts(self, em: LoopNestBuilder, column: SSAValue) -> SSAValue:
+        """A [C * parts, 1] column's values of each channel's first part, as [C, 1]."""
+        return self._product(em, self.first_parts, column)
+
+
 def _batch_norm_training_by_channel(
     em: LoopNestBuilder, x: SSAValue, weight: SSAValue | None, bias: SSAValue | None, eps: float, out_type: Attribute
 ) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue] | None:
@@ -1730,30 +1818,38 @@ def _batch_norm_training_by_channel(
     shape = layout.shape
     if len(shape) < 2 or not layout.is_contiguous() or 0 in shape:
         return None
-    rows = _channel_rows(shape)
-    channels, length = rows.shape[1], rows.shape[2]
-    norm = 1.0 / (rows.shape[0] * length)
+    split = _ChannelSplit.of(shape)
+    rows = split.rows(shape)
+    channels, length = rows.shape[1], rows.shape[2]  # channels: their parts, when split
+    norm = 1.0 / (rows.shape[0] * length * split.parts)
     out = alloc(em, shape, out_type)
     source = view(em, x, Layout(rows.shape, rows.strides, layout.offset))
     target = view(em, out, rows)
     pilot, stride = _pilot_run(layout)
+    pilot = min(pilot, length)
     firsts = view(em, x, Layout((channels, pilot), (rows.strides[1], stride), layout.offset))
     affine = [
-        view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
+        view(em, v, Layout((split.channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
         for v in (weight, bias)
         if v is not None
     ]
-    statistics = [alloc(em, (channels,), f32) for _ in range(3)]
-    statistic_views = [view(em, v, Layout((channels, 1), (1, 0), 0)) for v in statistics]
+    statistics = [alloc(em, (split.channels,), f32) for _ in range(3)]
+    statistic_views = [view(em, v, Layout((split.channels, 1), (1, 0), 0)) for v in statistics]
 
     def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
         column = column_tile(p)
+        matrices = split.matrices(e)
         first = load(e, firsts, [c0, 0], (p, pilot), f32)
         if pilot > 1:  # their mean: one scaled activation summed by its accumulate
             scaled = e.insert(tile.UnaryOp(first, "copy", TileType((p, pilot), f32, Memory.SBUF), scale=1.0 / pilot))
             first = e.insert(tile.ReduceOp(scaled.result, "add", column)).result
+        if matrices is not None:  # one shift per channel: the mean of its parts' pilots
+            totals = matrices.totals(e, first)
+            first = e.insert(tile.BinaryScalarOp(totals, "multiply", column, scalar=1 / split.parts)).result
         negated = e.insert(tile.BinaryScalarOp(first, "multiply", column, scalar=-1.0)).result
-        params = [load(e, v, [c0, 0], (p, 1), f32) for v in affine]
+        params = [load(e, v, [c0, 0], (split.channels if matrices else p, 1), f32) for v in affine]
+        if matrices is not None:
+            params = [matrices.spread(e, v) for v in params]
 
         def binary(e2: LoopNestBuilder, a: SSAValue, b: SSAValue, fn: str) -> SSAValue:
             return e2.insert(tile.BinaryOp(a, b, fn, column)).result
@@ -1768,6 +1864,8 @@ def _batch_norm_training_by_channel(
             return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (centred, squares)]
 
         shifted, squared = _channel_sums(e, rows.shape[0], length, column, sums)
+        if matrices is not None:
+            shifted, squared = matrices.totals(e, shifted), matrices.totals(e, squared)
         offset = e.insert(tile.BinaryScalarOp(shifted, "multiply", column, scalar=norm)).result
         m = binary(e, first, offset, "add")
         residual = binary(e, binary(e, first, m, "subtract"), offset, "add")
@@ -1782,7 +1880,7 @@ def _batch_norm_training_by_channel(
         else:
             shift = e.insert(tile.BinaryScalarOp(lost, "multiply", column, scalar=-1.0)).result
         for value, statistic in zip((binary(e, m, residual, "add"), rstd, variance), statistic_views, strict=True):
-            store(e, value, statistic, [c0, 0])
+            store(e, value if matrices is None else matrices.firsts(e, value), statistic, [c0, 0])
 
         _normalize_channel_tile(e, source, target, c0, p, (rows.shape[0], length), (m, scale, shift), out_type)
 
@@ -1938,26 +2036,30 @@ def _batch_norm_backward_by_channel(
     mean, r is not small against x - m, and without it
     every gradient would be off by a constant fraction of the spread."""
     shape = layout_of(x).shape
-    rows = _channel_rows(shape)
-    channels, length = rows.shape[1], rows.shape[2]
-    norm = 1.0 / (rows.shape[0] * length)
+    split = _ChannelSplit.of(shape)
+    rows = split.rows(shape)
+    channels, length = rows.shape[1], rows.shape[2]  # channels: their parts, when split
+    norm = 1.0 / (rows.shape[0] * length * split.parts)
     x, grad = _contiguous(em, x), _contiguous(em, grad)
     sources = [view(em, v, Layout(rows.shape, rows.strides, layout_of(v).offset)) for v in (x, grad)]
     columns = [
-        view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
+        view(em, v, Layout((split.channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
         for v in (mean, invstd, *([weight] if weight is not None else []))
     ]
     results: list[SSAValue | None] = [None, None, None]
     outputs: list[SSAValue | None] = [None, None, None]
     for index in range(3):
         if mask[index]:
-            result = alloc(em, shape if index == 0 else (channels,), types[index])
+            result = alloc(em, shape if index == 0 else (split.channels,), types[index])
             results[index] = result
-            outputs[index] = view(em, result, rows if index == 0 else Layout((channels, 1), (1, 0), 0))
+            outputs[index] = view(em, result, rows if index == 0 else Layout((split.channels, 1), (1, 0), 0))
 
     def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
         column = column_tile(p)
-        loaded = [load(e, v, [c0, 0], (p, 1), f32) for v in columns]
+        matrices = split.matrices(e)
+        loaded = [load(e, v, [c0, 0], (split.channels if matrices else p, 1), f32) for v in columns]
+        if matrices is not None:
+            loaded = [matrices.spread(e, v) for v in loaded]
         m, istd = loaded[0], loaded[1]
         negated = e.insert(tile.BinaryScalarOp(m, "multiply", column, scalar=-1.0)).result
 
@@ -1977,12 +2079,18 @@ def _batch_norm_backward_by_channel(
             return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (gradient, centred, product)]
 
         total, residual_sum, product_sum = _channel_sums(e, rows.shape[0], length, column, sums)
+        if matrices is not None:
+            total, residual_sum, product_sum = (matrices.totals(e, v) for v in (total, residual_sum, product_sum))
         residual = _rounding_only(e, scaled(e, residual_sum, norm), m)
         dot = binary(e, product_sum, binary(e, residual, total, "multiply"), "subtract")
+
+        def per_channel(value: SSAValue) -> SSAValue:
+            return value if matrices is None else matrices.firsts(e, value)
+
         if outputs[1] is not None:
-            store(e, to_sbuf(e, binary(e, dot, istd, "multiply"), types[1]), outputs[1], [c0, 0])
+            store(e, to_sbuf(e, per_channel(binary(e, dot, istd, "multiply")), types[1]), outputs[1], [c0, 0])
         if outputs[2] is not None:
-            store(e, to_sbuf(e, total, types[2]), outputs[2], [c0, 0])
+            store(e, to_sbuf(e, per_channel(total), types[2]), outputs[2], [c0, 0])
         if outputs[0] is None:
             return
         k = binary(e, scaled(e, dot, norm), binary(e, istd, istd, "multiply"), "multiply")

@@ -269,6 +269,29 @@ def test_rms_norm_fuses_in_both_directions(tmp_path):
     assert "torch.aten.pow" not in backward
 
 
+def _batch_norm_against_golden(eager: torch.nn.Module, x: torch.Tensor, projection: torch.Tensor) -> None:
+    """A training step of the batch norm `eager` on `x` (its input's dtype: float64 values are rounded to fp32),
+    compiled, against eager and a float64 copy within the golden criterion: output, every gradient and the running
+    statistics."""
+    dtype = torch.float32 if x.dtype == torch.float64 else x.dtype
+
+    def step(module, call, values):
+        leaf = values.clone().requires_grad_()
+        out = call(leaf)
+        (out * projection.to(out.dtype)).sum().backward()
+        return [out.detach(), leaf.grad, module.weight.grad, module.bias.grad, module.running_mean, module.running_var]
+
+    model, wide = copy.deepcopy(eager).to(dtype), copy.deepcopy(eager).double()
+    eager = eager.to(dtype)
+    ours = step(model, torch.compile(model, backend="neuron-mlir"), x.to(dtype))
+    expected = step(eager, eager, x.to(dtype))
+    golden = step(wide, wide, x.to(dtype).double())
+    names = ["output", "input gradient", "weight gradient", "bias gradient", "running mean", "running variance"]
+    for name, got, want, exact in zip(names, ours, expected, golden, strict=True):
+        assert_close_to_golden(got, want, exact, name)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+
+
 @pytest.mark.parametrize("batch", [3, 4, 6, 7])
 def test_batch_norm_training_few_values_close_to_their_mean(batch):
     """Batch norm in training on `batch` values per channel (1x1 images) a few units in the last place apart about
@@ -286,25 +309,12 @@ def test_batch_norm_training_few_values_close_to_their_mean(batch):
     assert torch.equal(x.mean((0, 2, 3)), centre), "their mean too"
     projection = torch.randn(x.shape, dtype=torch.float64)
 
-    def step(module, call, values):
-        leaf = values.clone().requires_grad_()
-        out = call(leaf)
-        (out * projection.to(out.dtype)).sum().backward()
-        return [out.detach(), leaf.grad, module.weight.grad, module.bias.grad, module.running_mean, module.running_var]
-
     torch.manual_seed(1)
     eager = torch.nn.BatchNorm2d(channels)
     with torch.no_grad():
         eager.weight.uniform_(0.5, 1.5)
         eager.bias.uniform_(-1, 1)
-    model, wide = copy.deepcopy(eager), copy.deepcopy(eager).double()
-    ours = step(model, torch.compile(model, backend="neuron-mlir"), x.float())
-    expected = step(eager, eager, x.float())
-    golden = step(wide, wide, x)
-    names = ["output", "input gradient", "weight gradient", "bias gradient", "running mean", "running variance"]
-    for name, got, want, exact in zip(names, ours, expected, golden, strict=True):
-        assert_close_to_golden(got, want, exact, name)
-    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    _batch_norm_against_golden(eager, x, projection)
 
 
 def test_batch_norm_training_mean_small_against_the_spread():
@@ -318,21 +328,28 @@ def test_batch_norm_training_mean_small_against_the_spread():
     x = torch.randn(2, channels, 64, 64) + 0.004 * torch.randn(1, channels, 1, 1)
     projection = torch.randn(x.shape)
 
-    def step(module, call, values):
-        leaf = values.clone().requires_grad_()
-        out = call(leaf)
-        (out * projection.to(out.dtype)).sum().backward()
-        return [out.detach(), leaf.grad, module.weight.grad, module.bias.grad, module.running_mean, module.running_var]
-
     eager = torch.nn.BatchNorm2d(channels)
-    model, wide = copy.deepcopy(eager), copy.deepcopy(eager).double()
-    ours = step(model, torch.compile(model, backend="neuron-mlir"), x)
-    expected = step(eager, eager, x)
-    golden = step(wide, wide, x.double())
-    names = ["output", "input gradient", "weight gradient", "bias gradient", "running mean", "running variance"]
-    for name, got, want, exact in zip(names, ours, expected, golden, strict=True):
-        assert_close_to_golden(got, want, exact, name)
-    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    _batch_norm_against_golden(eager, x, projection)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize(("channels", "parts"), [(64, 2), (24, 4), (96, 1)])
+def test_batch_norm_training_channels_over_several_partitions(channels, parts, dtype):
+    """Batch norm in training with fewer channels than half the partitions: each channel's values are spread over
+    `parts` partitions (`_ChannelSplit`), whose sums become the channel's by a matmul and whose statistics leave
+    from the channel's first part. Means far from zero against the spread, forward, backward and running
+    statistics against float64, within the golden criterion."""
+    from neuron_mlir.lowering.convert_torch_to_tile.normalization import _ChannelSplit
+
+    shape = (2, channels, 32, 32)
+    assert _ChannelSplit.of(shape).parts == parts
+    torch.manual_seed(0)
+    x = torch.randn(shape) * torch.rand(1, channels, 1, 1) + 4 * torch.randn(1, channels, 1, 1)
+    eager = torch.nn.BatchNorm2d(channels)
+    with torch.no_grad():
+        eager.weight.uniform_(0.5, 1.5)
+        eager.bias.uniform_(-1, 1)
+    _batch_norm_against_golden(eager, x.to(dtype), torch.randn(shape))
 
 
 class _ChannelsFirstLayerNorm(torch.nn.LayerNorm):

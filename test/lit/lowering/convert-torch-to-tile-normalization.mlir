@@ -220,3 +220,36 @@ func.func @batch_norm_backward(%g: tensor<4x3x5xf32>, %x: tensor<4x3x5xf32>, %w:
 // CHECK-NEXT:    %[[SHIFTED:.*]] = tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
 // CHECK-NEXT:    tile.binary %[[SHIFTED]], %[[SLOPED]] {op = "subtract"}
 // CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+
+// -----
+
+func.func @batch_norm_training_channels_split(%x: tensor<2x64x16x32xf32>, %rm: tensor<64xf32>, %rv: tensor<64xf32>) -> (tensor<2x64x16x32xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %0, %1, %2, %3, %4 = torch.aten._native_batch_norm_legit_functional %x, none, none, %rm, %rv {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : (tensor<2x64x16x32xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<2x64x16x32xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+  func.return %0, %1, %2, %3, %4 : tensor<2x64x16x32xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+// 64 channels of 512 values per image fill the partitions two to a channel: x as [2, 128, 256] rows, partition
+// 2c + j holding the j-th half of channel c. The 0/1 matrix of "same channel" (spread^T spread, spread[c, q] = 1
+// for q - 2c in [0, 2)) turns the halves' sums into their channel's on both halves: the shift f (the halves'
+// pilots averaged), the sums about it; the statistics leave from each channel's first half (first[q, c] = 1 for
+// q = 2c), and the normalization pass runs over the 128 partitions.
+// CHECK-LABEL: func.func @batch_norm_training_channels_split
+// CHECK:       %[[ROWS:[^ ]*]] = tile.view %x : memref<2x64x16x32xf32, #mem<hbm>> to memref<2x128x256xf32, #mem<hbm>>
+// CHECK:       tile.view %x : memref<2x64x16x32xf32, #mem<hbm>> to memref<128x64xf32, strided<[256, 1]>, #mem<hbm>>
+// CHECK:       tile.iota {steps = array<i64: 1>, channel_multiplier = -2 : i64} : !tile.tile<64x128xf32, sbuf>
+// CHECK:       %[[SPREAD:[^ ]*]] = tile.binary %{{.*}}, %{{.*}} {op = "multiply"}
+// CHECK:       %[[SAME_PSUM:[^ ]*]] = tile.matmul %[[SPREAD]], %[[SPREAD]] : {{.*}} -> !tile.tile<128x128xf32, psum>
+// CHECK:       %[[SAME:[^ ]*]] = tile.copy %[[SAME_PSUM]]
+// CHECK:       tile.iota {steps = array<i64: -2>, channel_multiplier = 1 : i64} : !tile.tile<128x64xf32, sbuf>
+// CHECK:       %[[FIRST:[^ ]*]] = tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64}
+// CHECK:       %[[PILOTS:[^ ]*]] = tile.reduce
+// CHECK:       tile.matmul %[[SAME]], %[[PILOTS]] : {{.*}} -> !tile.tile<128x1xf32, psum>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-01 : f64}
+// CHECK:       tile.load %[[ROWS]][%c0, %c0, %c0] : memref<2x128x256xf32, #mem<hbm>> -> !tile.tile<128x256xf32, sbuf>
+// CHECK:       %[[S:[^ ]*]] = tile.binary %{{.*}}, %{{.*}} {op = "add"} : (!tile.tile<128x1xf32, sbuf>
+// CHECK:       tile.matmul %[[SAME]], %[[S]]
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 0.0009765625 : f64}
+// CHECK:       tile.matmul %[[FIRST]], %{{.*}} : {{.*}} -> !tile.tile<64x1xf32, psum>
+// CHECK:       tile.store %{{.*}} : !tile.tile<64x1xf32, sbuf>, memref<64x1xf32, strided<[1, 0]>, #mem<hbm>>
+// CHECK:       scf.for
+// CHECK:         tile.load %[[ROWS]]
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"} : (!tile.tile<128x256xf32, sbuf>
