@@ -191,7 +191,8 @@ def _alternatives(op: InstructionOp) -> tuple[Engine, ...]:
             memory_of(getattr(op, role).type) in (ENGINE_WRITES if role in written else ENGINE_READS)[engine]
             for role in op.present_roles()
         )
-        if reachable and spec.engines >= {engine}:
+        narrowed = all(engine in spec.role_engines.get(role, spec.engines) for role in op.present_roles())
+        if reachable and narrowed and spec.engines >= {engine}:
             chosen.append(engine)
     return tuple(chosen)
 

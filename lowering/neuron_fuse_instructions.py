@@ -14,7 +14,9 @@ what the first wrote, with static accesses) replaced by one instruction at the s
   accumulated sum stays the fp32 one. A one-step float `tensor_scalar` multiplying by a [P, 1] column (or an
   immediate) into an fp32 buffer counts as such an activation: it becomes ScalarE's `copy` with that scale
   (`scale_vector`), which computes the same products in fp32, and sums them as it writes them (a layer norm
-  backward's rstd * g and its row sum: one ScalarE pass where VectorE streamed the row twice).
+  backward's rstd * g and its row sum: one ScalarE pass where VectorE streamed the row twice). Any other
+  one-operator float `tensor_scalar` (x - f with a per-partition shift f) sums its output on VectorE, as the ISA's
+  tensor_scalar_reduce: 64 cycles more for the pass, where the reduce streamed the tile again.
 * `tensor_reduce`, then a `tensor_scalar` multiplying its [P, 1] result by -1 and nothing else reading that
   result: the reduce with `negate`.
 * `tensor_scalar`, then a `tensor_scalar` whose source is the first one's fp32 result and nothing else reads
@@ -59,6 +61,7 @@ from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.lowering.convert_tile_to_neuron import full_access
 from neuron_mlir.lowering.ir_queries import defined_functions
+from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 Access = tuple[SSAValue, neuron.AccessPatternAttr, SSAValue | None]
@@ -329,7 +332,7 @@ def _fuse_accumulate(reduce: neuron.TensorReduceOp, order: ProgramOrder) -> bool
     if isinstance(activation, neuron.TensorScalarOp):  # a product by a per-partition scale: ScalarE's copy
         spelled = _as_activation(activation)
         if spelled is None:
-            return False
+            return _fuse_vector_accumulate(activation, reduce, target, order)
         accesses, properties = spelled
     elif isinstance(activation, neuron.ActivationOp) and activation.accumulate_dst is None:
         accesses, properties = _accesses(activation), _properties(activation)
@@ -344,6 +347,29 @@ def _fuse_accumulate(reduce: neuron.TensorReduceOp, order: ProgramOrder) -> bool
     _merge(activation, fused, reduce, None, order)
     # A copy of the fp32 output (a 16-bit matmul operand) that the walk met before the reduce may now forward.
     forward_into_copy_reader(fused, order)
+    return True
+
+
+def _fuse_vector_accumulate(
+    scalar: neuron.TensorScalarOp, reduce: neuron.TensorReduceOp, target: Access, order: ProgramOrder
+) -> bool:
+    """tensor_scalar of one float operator -> dst (fp32); tensor_reduce add of all of dst  ==>  VectorE's
+    tensor_scalar with accumulate_dst (a subtraction of a per-partition shift and its sum in one VectorE pass)."""
+    if scalar.op1 is not None or scalar.accumulate_dst is not None:
+        return False
+    if scalar.op0.data not in isa.REDUCING_TENSOR_SCALAR_OPS:
+        return False
+    destination = scalar.access("dst")
+    if destination is None or not _is_f32(destination[0]) or not _float_only(scalar):
+        return False
+    if not _same(destination, reduce.access("src")):
+        return False
+    if not _untouched_between(scalar, reduce, target[0], order) or not _hoist_alloc(target[0], scalar, order):
+        return False
+    accesses = _accesses(scalar)
+    accesses["accumulate_dst"] = target
+    fused = neuron.TensorScalarOp.build_instruction(Engine.VECTOR, accesses, _properties(scalar))
+    _merge(scalar, fused, reduce, None, order)
     return True
 
 
@@ -414,12 +440,14 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp, order: ProgramOrder) -> boo
     """tensor_scalar -> t (fp32, read only by the second); tensor_scalar of t  ==>  one two-step tensor_scalar."""
     if second.op1 is not None or second.engine_kind not in _FLOAT_ENGINES or not _float_only(second):
         return False
+    if second.accumulate_dst is not None:  # a sum of one operator's results
+        return False
     source = second.access("src")
     if not _static(source) or not _is_f32(source[0]):  # type: ignore[index]
         return False
     assert source is not None
     first = order.previous_writer(second, source[0])
-    if not isinstance(first, neuron.TensorScalarOp) or first.op1 is not None:
+    if not isinstance(first, neuron.TensorScalarOp) or first.op1 is not None or first.accumulate_dst is not None:
         return False
     if first.engine_kind is not second.engine_kind or not _float_only(first):
         return False

@@ -26,6 +26,7 @@ from xdsl.ir import Attribute, SSAValue
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.nki import operators
 from neuron_mlir.nki.tracing import NkiTensor, dtype_name, error, trace
+from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 
@@ -431,10 +432,25 @@ def tensor_scalar_reduce(
     reverse0: bool = False,
     name: str | None = None,
 ) -> None:
-    """dst = data op0 operand0, and reduce_res ([P, 1]) = reduce_op of dst over its free axes: a tensor_scalar
-    and a tensor_reduce on VectorE."""
-    tensor_scalar(dst, data, op0, operand0, reverse0=reverse0)
-    tensor_reduce(reduce_res, reduce_op, dst, axis=tuple(range(1, dst.ndim)))
+    """dst = data op0 operand0, and reduce_res ([P, 1]) = reduce_op of dst over its free axes. A sum after an
+    arithmetic operator is one VectorE tensor_scalar writing reduce_res as its `accumulate_dst`; other reductions
+    are a tensor_scalar and a tensor_reduce."""
+    api = "nki.isa.tensor_scalar_reduce"
+    operator = operators.alu_name(op0, api, "op0")
+    if operators.reduce_name(reduce_op, api) != "add" or operator not in isa.REDUCING_TENSOR_SCALAR_OPS:
+        tensor_scalar(dst, data, op0, operand0, reverse0=reverse0)
+        tensor_reduce(reduce_res, reduce_op, dst, axis=tuple(range(1, dst.ndim)))
+        return
+    accesses: dict[str, Any] = {
+        "dst": _tensor(dst, api, "dst"),
+        "src": _tensor(data, api, "data"),
+        "accumulate_dst": _tensor(reduce_res, api, "reduce_res"),
+    }
+    props: dict[str, Attribute] = {"op0": StringAttr(operator)}
+    _scalar_or_column(operand0, api, "operand0", accesses, props, "scalar0")
+    if reverse0:
+        props["reverse0"] = _flag(True)
+    trace().emit(api, neuron.TensorScalarOp, Engine.VECTOR, accesses, props)
 
 
 def scalar_tensor_tensor(

@@ -17,7 +17,8 @@ partitions: fewer than 128 partitions cost the same [nki-arch-trn1, nki-perf]).
   SBUF with contiguous rows, 2x otherwise (tensor_tensor only for bf16 in SBUF) [nki-arch-trn2]. tensor_reduce of
   bf16 with add/max streams at N/2 [nki-isa-2.26].
   scalar_tensor_tensor has its own rule: 2N, or N when src and in1 are bf16, op0 is subtract, op1 multiply and N
-  is even [nki-isa-2.26].
+  is even [nki-isa-2.26]. A tensor_scalar that also reduces into `accumulate_dst` (tensor_scalar_reduce) adds 64
+  [nki-isa-2.26].
 * ScalarE: `max(64, N)`, plus 64 when the activation also reduces into `accumulate_dst` [nki-isa-2.26]; v4 runs
   16-bit tensor_scalar/tensor_copy 2x [nki-arch-trn3].
 * GpSimdE: `150 + N` (the iota/affine_select rule of [nki-isa-2.26], the only published GpSimd numbers); a
@@ -272,7 +273,10 @@ def compute_cycles(
             speedup = target.vector_16bit_speedup
     if opcode == "tensor_reduce" and ops["src"].dtype == "bf16" and attrs.get("op") in ("add", "max"):
         speedup = max(speedup, target.vector_reduce_16bit_speedup)
-    return max(float(target.vector_min_cycles), streams / speedup)
+    cycles = max(float(target.vector_min_cycles), streams / speedup)
+    if "accumulate_dst" in ops:
+        cycles += target.vector_accumulate_cycles
+    return cycles
 
 
 def compute_ns(

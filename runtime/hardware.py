@@ -161,6 +161,8 @@ class Target:
     # on [nki-arch-trn2]; on v2 the transpose goes through the array arithmetic at the fp32 matmul rate (assumed).
     matmul_transpose_fp32_factor: int = 4
     scalar_accumulate_cycles: int = 64  # activation with a free-axis reduce: max(64, N) + 64 [nki-isa-2.26]
+    # tensor_scalar with a free-axis reduce (the ISA's tensor_scalar_reduce): max(64, N) + 64 [nki-isa-2.26]
+    vector_accumulate_cycles: int = 64
     # VectorE performance modes, chosen by the hardware from v3 on [nki-arch-trn2]: 4x for tensor_copy and
     # tensor_scalar with all operands 16-bit, in SBUF and contiguous; 2x for other all-16-bit cases
     # (tensor_tensor only for bf16 in SBUF). v4 keeps at least v3's VectorE datapath widths [nki-arch-trn3], so

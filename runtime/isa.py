@@ -271,6 +271,10 @@ def check_instruction(
     if engine not in spec.engines:
         allowed = ", ".join(sorted(e.value for e in spec.engines))
         raise RuleError(f"cannot run on the {engine.value} engine (allowed: {allowed})")
+    for role, engines in spec.role_engines.items():
+        if role in operands and engine not in engines:
+            allowed = ", ".join(sorted(e.value for e in engines))
+            raise RuleError(f"only the {allowed} engine has it, not the {engine.value} engine", role)
     if engine is Engine.DMA:
         if queue is None:
             raise RuleError("a DMA instruction needs a queue")
@@ -506,10 +510,16 @@ def _tensor_tensor_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
 
 def _tensor_scalar_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     _same_elements(ops["dst"], ops["src"])
-    for role in ("operand0", "operand1"):
+    for role in ("operand0", "operand1", "accumulate_dst"):
         _column(ops, role, ops["dst"].partitions)
     if "operand1" in ops and attrs["op1"] is None:
         raise RuleError("given without op1", "operand1")
+    if "accumulate_dst" in ops:
+        if attrs["op1"] is not None:
+            raise RuleError("a tensor_scalar that reduces has one operator (no op1)", attribute="op1")
+        if attrs["op0"] not in REDUCING_TENSOR_SCALAR_OPS:
+            raise RuleError(f"{attrs['op0']} is not arithmetic: a tensor_scalar that reduces has an arithmetic op0",
+                            attribute="op0")  # fmt: skip
 
 
 def _scalar_tensor_tensor_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
@@ -702,6 +712,8 @@ class OpcodeSpec:
     # the opcode's own rules, after those every instruction shares (`check_instruction`)
     check: Callable[[Operands, Attrs, Target], None] = _no_rules
     doc: str = ""
+    # optional roles that only some of `engines` have: role -> those engines
+    role_engines: dict[str, frozenset[Engine]] = field(default_factory=dict)
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -753,6 +765,8 @@ _COLLECTIVE_DOCS = {
     "the group; src and dst have one count and dtype.",
 }
 _VEC = frozenset({Engine.VECTOR})
+# tensor_scalar's operators when it also reduces into accumulate_dst: arithmetic ones [nki-isa-2.26]
+REDUCING_TENSOR_SCALAR_OPS = frozenset({"add", "subtract", "multiply", "max", "min"})
 _VEC_GPSIMD = frozenset({Engine.VECTOR, Engine.GPSIMD})
 _ANY_COMPUTE_BUT_TENSOR = frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD})
 
@@ -807,6 +821,8 @@ OPCODES: dict[str, OpcodeSpec] = {
             reads=("src",),
             writes=("dst",),
             optional_reads=("operand0", "operand1"),
+            optional_writes=("accumulate_dst",),
+            role_engines={"accumulate_dst": _VEC},
             attr_specs={
                 "op0": Attr("alu"),
                 "scalar0": Attr("number", 0.0),
@@ -819,7 +835,9 @@ OPCODES: dict[str, OpcodeSpec] = {
             semantics=semantics.tensor_scalar,
             doc="dst = (src <op0> s0) <op1> s1, where s0 is the [P, 1] operand `operand0` broadcast along the "
             "free axes if given, else the immediate `scalar0` (same for s1). `reverseN` swaps the operands "
-            "of opN (s <op> x). op1 = None skips the second step.",
+            "of opN (s <op> x). op1 = None skips the second step. With `accumulate_dst` ([P, 1]; VectorE only, "
+            "one arithmetic operator: the ISA's tensor_scalar_reduce) the sum of dst along all free axes is also "
+            "written there.",
         ),
         OpcodeSpec(
             "scalar_tensor_tensor",

@@ -283,6 +283,7 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target, n
     tensors = [src] + [ops[role] for _, role, _, _ in steps if ops.get(role) is not None]
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
     integer = _integer_domain(engine, tensors, immediates)
+    accumulate_dst = ops.get("accumulate_dst")
     values: Any = _rows(src, nl)
     last = "op1" if attrs.get("op1") is not None else "op0"
     for op_name, role, scalar_name, reverse_name in steps:
@@ -294,10 +295,19 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target, n
         if not integer and vector is not None:
             scalar = alu.to_f32(scalar)  # per-partition scalars are read as fp32 [nki-isa]
         a, b = (scalar, values) if attrs.get(reverse_name) else (values, scalar)
-        if op_name == last and binary_into(dst, op, a, b, integer, nl):
+        if op_name == last and accumulate_dst is None and binary_into(dst, op, a, b, integer, nl):
             return
         values = alu.binary(op, a, b, integer)
     store(dst, values)
+    if accumulate_dst is not None:
+        store(accumulate_dst, free_axes_sum(dst, nl))
+
+
+def free_axes_sum(tile: np.ndarray, nl: int = 0) -> np.ndarray:
+    """The [P, 1] fp32 sums of `tile`'s values (as stored, in its dtype) along all its free axes, each summed as
+    tensor_reduce sums them: what an instruction's `accumulate_dst` receives beside its dst."""
+    rows = tile.reshape((*tile.shape[: nl + 1], 1, -1))
+    return alu.reduce("add", alu.to_f32(rows), (nl + 2,))
 
 
 def scalar_tensor_tensor(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:

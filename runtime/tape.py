@@ -384,7 +384,9 @@ def _prepare_tensor_scalar(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.tensor_scalar when its last operator goes through binary_into (fp32 arithmetic throughout), or
-    # when binary_into declines it at once (`_tensor_scalar_values`)
+    # when binary_into declines it at once (`_tensor_scalar_values`); one that also reduces runs as it is
+    if ops.get("accumulate_dst") is not None:
+        return None
     src, dst = ops["src"], ops["dst"]
     steps = _TENSOR_SCALAR_STEPS
     tensors = [src] + [ops[role] for _, role, _, _ in steps if ops.get(role) is not None]

@@ -860,7 +860,8 @@ class TensorScalarOp(InstructionOp):
     """`dst = (src <op0> s0) <op1> s1` with per-partition or immediate scalars.
 
     s0 is the [P, 1] operand `operand0` broadcast along the free axes when given, else the immediate `scalar0`
-    (likewise s1); `reverse0`/`reverse1` swap an op's operands; without `op1` the second step is skipped.
+    (likewise s1); `reverse0`/`reverse1` swap an op's operands; without `op1` the second step is skipped. On
+    VectorE, with one operator, the [P, 1] `accumulate_dst` also receives the sum of dst along its free axes.
 
     ```mlir
     neuron.tensor_scalar vector dst %y[0:37, 0, [[1, 520]]], src %x[...] {op0 = "max", scalar0 = 0.0 : f64} : ...
@@ -872,6 +873,8 @@ class TensorScalarOp(InstructionOp):
 
     dst = operand_def(MemRefType)
     dst_offset = opt_operand_def(IndexType)
+    accumulate_dst = opt_operand_def(MemRefType)
+    accumulate_dst_offset = opt_operand_def(IndexType)
     src = operand_def(MemRefType)
     src_offset = opt_operand_def(IndexType)
     operand0 = opt_operand_def(MemRefType)
@@ -882,6 +885,7 @@ class TensorScalarOp(InstructionOp):
     src_ap = prop_def(AccessPatternAttr)
     operand0_ap = opt_prop_def(AccessPatternAttr)
     operand1_ap = opt_prop_def(AccessPatternAttr)
+    accumulate_dst_ap = opt_prop_def(AccessPatternAttr)
     op0 = prop_def(StringAttr)
     scalar0 = opt_prop_def(NUMBER)
     reverse0 = opt_prop_def(IntegerAttr)

@@ -1858,8 +1858,9 @@ def _batch_norm_training_by_channel(
             # x in its own dtype: a DMA that widens it moves the fp32 bytes, and the activations compute in fp32
             values = load(e2, source, [n, c0, f0], (p, size))
             work = TileType((p, size), f32, Memory.SBUF)
-            # activations with -f as their bias; neuron-fuse-instructions makes each sum its accumulate
-            centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
+            # x - f on VectorE and (x - f)^2 on ScalarE (an activation with -f as its bias); neuron-fuse-instructions
+            # makes each sum the instruction's accumulate, so the engines share the pass
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=first)).result
             squares = e2.insert(tile.UnaryOp(values, "square", work, bias=negated)).result
             return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (centred, squares)]
 

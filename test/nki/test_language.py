@@ -370,22 +370,29 @@ def test_language_var(rng):
     numpy_close(nki.simulate(row_variance)(x)[:, 0], x.var(1))
 
 
-def test_tensor_scalar_reduce(rng):
+@pytest.mark.parametrize(("reduce", "reference", "instructions"), [
+    (nl.maximum, np.max, ["tensor_scalar", "tensor_reduce"]),
+    (nl.add, np.sum, ["tensor_scalar"]),  # VectorE's tensor_scalar sums what it writes (accumulate_dst)
+], ids=["max", "add"])  # fmt: skip
+def test_tensor_scalar_reduce(rng, reduce, reference, instructions):
     @nki.jit
-    def shifted_row_max(x):
+    def shifted_row_reduce(x):
         out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
-        maxima = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+        reduced = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
         shifted = nl.ndarray(x.shape, nl.float32)
-        row_max = nl.ndarray((x.shape[0], 1), nl.float32)
-        nisa.tensor_scalar_reduce(shifted, nl.load(x), nl.subtract, 1.0, nl.maximum, row_max)
+        row = nl.ndarray((x.shape[0], 1), nl.float32)
+        nisa.tensor_scalar_reduce(shifted, nl.load(x), nl.subtract, 1.0, reduce, row)
         nl.store(out, shifted)
-        nl.store(maxima, row_max)
-        return out, maxima
+        nl.store(reduced, row)
+        return out, reduced
 
     x = rng.standard_normal((32, 3, 20)).astype(np.float32)
-    out, maxima = nki.simulate(shifted_row_max)(x)
+    computed = [op.OPCODE for op in shifted_row_reduce.trace(x).walk() if op.name in ("neuron.tensor_scalar",
+                "neuron.tensor_reduce")]  # fmt: skip
+    assert computed == instructions
+    out, reduced = nki.simulate(shifted_row_reduce)(x)
     numpy_close(out, x - 1)
-    numpy_close(maxima[:, 0], (x - 1).max(axis=(1, 2)))
+    numpy_close(reduced[:, 0], reference(x - 1, axis=(1, 2)))
 
 
 @nki.jit

@@ -153,6 +153,18 @@ def test_activation_with_accumulate_adds_64_cycles():
     assert single_instruction_ns(b, inst) == pytest.approx((512 + 64) / 1.2)
 
 
+def test_tensor_scalar_with_accumulate_adds_64_cycles():
+    b = ProgramBuilder("trn2")
+    a, d, s = b.sbuf("a", (128, 512), "f32"), b.sbuf("d", (128, 512), "f32"), b.sbuf("s", (128, 1), "f32")
+    accesses = {"dst": b.ap(d), "src": b.ap(a)}
+    plain = b.inst("tensor_scalar", "vector", accesses, {"op0": "subtract", "scalar0": 1.0})
+    summed = b.inst(
+        "tensor_scalar", "vector", {**accesses, "accumulate_dst": b.ap(s)}, {"op0": "subtract", "scalar0": 1.0}
+    )
+    clock = TARGETS["trn2"].clock_ghz[Engine.VECTOR]
+    assert single_instruction_ns(b, summed) - single_instruction_ns(b, plain) == pytest.approx(64 / clock)
+
+
 @pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
 def test_gpsimd_150_plus_n(target):
     clock = TARGETS[target].clock_ghz[Engine.GPSIMD]

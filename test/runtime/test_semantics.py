@@ -114,6 +114,23 @@ def test_activation_scale_vector_bias_value_and_accumulate(kernel):
     np.testing.assert_allclose(results["accumulate_dst"][:, 0], expected.reshape(64, -1).sum(axis=1), rtol=1e-5)
 
 
+def test_tensor_scalar_accumulate_sums_what_it_writes(kernel):
+    # VectorE's tensor_scalar with accumulate_dst: dst = x - f, and the sum of dst's values along its free axes
+    rng = np.random.default_rng(4)
+    x = rand((64, 4, 8), np.float32, rng)
+    shift = rand((64, 1), np.float32, rng)
+    results = kernel(
+        "tensor_scalar",
+        "vector",
+        {"src": x, "operand0": shift},
+        {"dst": ((64, 4, 8), "f32"), "accumulate_dst": ((64, 1), "f32")},
+        {"op0": "subtract"},
+    )
+    expected = (x.reshape(64, -1) - shift).reshape(x.shape)
+    np.testing.assert_array_equal(results["dst"], expected)
+    np.testing.assert_allclose(results["accumulate_dst"][:, 0], expected.reshape(64, -1).sum(axis=1), rtol=1e-5)
+
+
 # ---- tensor_tensor -----------------------------------------------------------------------------------------
 
 FLOAT_ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -837,6 +854,8 @@ def _lane_cases():
         yield "tensor_tensor", "gpsimd", ints, {"op": "multiply"}
     yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 3.0, "op1": "subtract", "scalar1": 1.0}
     yield "tensor_scalar", "vector", {**tile, "operand0": ((16, 1), f32)}, {"op0": "min", "reverse0": True}
+    yield "tensor_scalar", "vector", {**tile, "operand0": ((16, 1), f32), "accumulate_dst": ((16, 1), f32)}, {
+        "op0": "subtract"}  # fmt: skip
     yield (
         "tensor_scalar",
         "vector",

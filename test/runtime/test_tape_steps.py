@@ -95,6 +95,8 @@ def _cases():
     yield "activation", "scalar", {**tile, "scale_vector": column, "accumulate_dst": column}, {
         "func": "copy", "bias_value": 0.5}, True  # fmt: skip
     yield "activation", "scalar", {**tile, "accumulate_dst": column}, {"func": "gelu"}, True
+    # VectorE's tensor_scalar that sums what it writes: its semantics function as it is
+    yield "tensor_scalar", "vector", {**tile, "operand0": column, "accumulate_dst": column}, {"op0": "subtract"}, False
     yield "activation", "scalar", {**tile, "dst": ((16, 24), BF16)}, {"func": "gelu"}, False
     yield "activation", "scalar", {**tile, "accumulate_dst": ((16, 1), BF16)}, {"func": "exp"}, False
     yield "activation", "scalar", {**tile, "dst": ((16, 24), BF16)}, {"func": "relu"}, False

@@ -90,7 +90,7 @@ func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: t
 }
 // Batch norm in training: one nest over channel tiles (channels on partitions, the batch folded in a loop). The
 // shift f is the mean of each channel's first run of values (x[0, c, :], one scaled activation summed); one pass
-// sums each channel's differences from f and their squares (activations with -f as their per-partition bias); m = f + s/N, the residual r = (f - m) + s/N and var = q/N - (s/N)^2 stay in the channel
+// sums each channel's differences from f (VectorE) and their squares (ScalarE, -f its per-partition bias); m = f + s/N, the residual r = (f - m) + s/N and var = q/N - (s/N)^2 stay in the channel
 // tile's columns, and a second pass normalizes x with them as tensor_scalar operands, r taken out of the shift.
 // The running mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var (the
 // unbiased variance of 20 values per channel).
@@ -100,7 +100,7 @@ func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: t
 // CHECK:       %[[SCALED:.*]] = tile.unary %{{.*}} {fn = "copy", scale = 2.000000e-01 : f64}
 // CHECK-NEXT:  %[[F:.*]] = tile.reduce %[[SCALED]] {op = "add"}
 // CHECK:       %[[NEG:.*]] = tile.binary_scalar %[[F]] {op = "multiply", scalar = -1.000000e+00 : f64}
-// CHECK:       tile.unary %{{.*}} bias %[[NEG]] {fn = "copy"}
+// CHECK:       tile.binary_scalar %{{.*}} column %[[F]] {op = "subtract"}
 // CHECK-NEXT:  tile.unary %{{.*}} bias %[[NEG]] {fn = "square"}
 // CHECK:       %[[S:.*]], %[[Q:.*]] = scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
 // CHECK:       %[[OFFSET:.*]] = tile.binary_scalar %[[S]] {op = "multiply", scalar = 5.000000e-02 : f64}

@@ -253,6 +253,30 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 
 // -----
 
+// A row less a per-partition shift, then summed (a batch norm's sum of x - f): VectorE's tensor_scalar sums what it
+// writes into accumulate_dst (the ISA's tensor_scalar_reduce), where the reduce streamed the row again.
+// CHECK-LABEL: func.func @shift_sum
+// CHECK:       neuron.tensor_scalar vector dst %{{.*}}[0:128, 0, [[1, 96]]], accumulate_dst %[[SUM:.*]][0:128, 0, [[1, 1]]], src %t[0:128, 0, [[1, 96]]], operand0 %f[0:128, 0, [[1, 1]]] {op0 = "subtract"}
+// CHECK-NOT:   neuron.tensor_reduce
+// CHECK:       neuron.dma_copy dma dst %{{.*}}, src %[[SUM]][0:128, 0, [[1, 1]]]
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @shift_sum(%x: memref<128x96xbf16, #mem<hbm>>, %s: memref<128x1xf32, #mem<hbm>>) -> memref<128x1xf32, #mem<hbm>> {
+    %out = neuron.alloc : memref<128x1xf32, #mem<hbm>>
+    %t = neuron.alloc : memref<128x96xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 96]]], src %x[0, [[96, 128], [1, 96]]] {queue = 0 : i64} : memref<128x96xbf16, #mem<sbuf>>, memref<128x96xbf16, #mem<hbm>>
+    %f = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %f[0:128, 0, [[1, 1]]], src %s[0, [[1, 128], [1, 1]]] {queue = 1 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<hbm>>
+    %row = neuron.alloc : memref<128x96xf32, #mem<sbuf>>
+    neuron.tensor_scalar gpsimd dst %row[0:128, 0, [[1, 96]]], src %t[0:128, 0, [[1, 96]]], operand0 %f[0:128, 0, [[1, 1]]] {op0 = "subtract"} : memref<128x96xf32, #mem<sbuf>>, memref<128x96xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %sum = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %sum[0:128, 0, [[1, 1]]], src %row[0:128, 0, [[1, 96]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x96xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[1, 128], [1, 1]]], src %sum[0:128, 0, [[1, 1]]] {queue = 2 : i64} : memref<128x1xf32, #mem<hbm>>, memref<128x1xf32, #mem<sbuf>>
+    func.return %out : memref<128x1xf32, #mem<hbm>>
+  }
+}
+
+// -----
+
 // A two-step tensor_scalar ((x - s) * r) is no product ScalarE's copy computes: the sum of its result stays a
 // reduce.
 // CHECK-LABEL: func.func @shifted_sum

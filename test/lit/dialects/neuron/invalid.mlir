@@ -562,6 +562,27 @@ func.func @tensor_scalar_operand1_without_op1() {
 
 // -----
 
+// Only VectorE's tensor_scalar sums its results as it writes them.
+func.func @tensor_scalar_accumulates_on_gpsimd() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  %s = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+  neuron.tensor_scalar gpsimd dst %a[0:128, 0, [[1, 37]]], accumulate_dst %s[0:128, 0, [[1, 1]]], src %a[0:128, 0, [[1, 37]]] {op0 = "add", scalar0 = 1.0 : f64} : memref<128x37xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_scalar: accumulate_dst: only the vector engine has it, not the gpsimd engine
+
+// -----
+
+func.func @tensor_scalar_accumulates_two_steps() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  %s = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+  neuron.tensor_scalar vector dst %a[0:128, 0, [[1, 37]]], accumulate_dst %s[0:128, 0, [[1, 1]]], src %a[0:128, 0, [[1, 37]]] {op0 = "add", scalar0 = 1.0 : f64, op1 = "multiply", scalar1 = 2.0 : f64} : memref<128x37xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_scalar: attribute 'op1': a tensor_scalar that reduces has one operator (no op1)
+
+// -----
+
 // ---- scalar_tensor_tensor -------------------------------------------------------------------------------------
 
 func.func @scalar_tensor_tensor_on_gpsimd() {
