@@ -318,9 +318,7 @@ def _load(conv: _FunctionConversion, op: Operation) -> None:
         insert = None  # loaded whole into a buffer of its own, then copied into the window on chip by the insert
     if insert is not None:
         buffer = conv.buffer(insert.dest)
-        destination = _window(
-            em, full_access(buffer), tile_type, insert.indices, insert.step_values(), insert.first_partition()
-        )
+        destination = _window(em, full_access(buffer), tile_type, insert.indices, insert.step_values())
         conv.buffers[op.result] = buffer
         conv.loaded_in_place.add(insert)
         conv.emit(em, instruction, Engine.DMA, {"dst": destination, "src": source})
@@ -484,10 +482,9 @@ def _window(
     part: TileType,
     indices: Sequence[SSAValue],
     steps: Sequence[int] | None = None,
-    partition_start: int = 0,
 ) -> Access:
     """The access of the tile.extract / tile.insert window of `part`'s shape at `indices` inside `whole`, each kept
-    dimension taking every `steps`-th element, its partitions from `partition_start` of `whole`'s on."""
+    dimension taking every `steps`-th element."""
     buffer, pattern, dynamic = whole
     free = part.get_shape()[1:]
     steps = [1] * len(free) if steps is None else list(steps)
@@ -504,7 +501,7 @@ def _window(
         (step * every, extent)
         for (step, _), extent, every in zip(dims[len(dims) - len(free) :], free, steps, strict=True)
     ]
-    window = neuron.access_pattern(kept, static, pattern.partition_start.data + partition_start, part.partitions)
+    window = neuron.access_pattern(kept, static, pattern.partition_start.data, part.partitions)
     return buffer, window, em.index(offset) if isinstance(offset, SSAValue) else None
 
 
@@ -569,7 +566,7 @@ def _insert(conv: _FunctionConversion, op: Operation) -> None:
         engines = (Engine.VECTOR, Engine.SCALAR)
         conv.insert_engines[buffer] = engines[len(conv.insert_engines) % len(engines)]
     accesses = {
-        "dst": _window(em, full_access(buffer), value, op.indices, op.step_values(), op.first_partition()),
+        "dst": _window(em, full_access(buffer), value, op.indices, op.step_values()),
         "src": conv.access(op.value),
     }
     conv.emit(em, neuron.TensorCopyOp, conv.insert_engines[buffer], accesses)

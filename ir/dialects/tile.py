@@ -573,15 +573,10 @@ class InsertOp(IRDLOperation):
     to dest's type.
 
     The value may come from PSUM (an evacuation into a slice of an SBUF tile). When `dest` has no other use
-    the update happens in place. `partition_start` places the value's partitions from that partition of `dest` on
-    (0 when absent: its first partitions), at a start the hardware allows for that many partitions: two heads'
-    transposes of 64 features fill the two halves of one [128, n] tile, for products over each half
-    (`tile.matmul`'s `rows`).
+    the update happens in place.
 
     ```mlir
     %at2 = tile.insert %t, %at[%k, %c0] : !tile.tile<128x128xbf16, psum>, !tile.tile<128x32x128xbf16, sbuf>
-    %pair = tile.insert %kt1, %kt[%c0] {partition_start = 64 : i64} : !tile.tile<64x512xbf16, sbuf>,
-                                                                      !tile.tile<128x512xbf16, sbuf>
     ```
     """
 
@@ -593,30 +588,18 @@ class InsertOp(IRDLOperation):
     indices = var_operand_def(IndexType)
     result = result_def(T)
     steps = opt_prop_def(DenseArrayBase)
-    partition_start = opt_prop_def(IntegerAttr)
 
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)"
 
     def __init__(
-        self,
-        value: SSAValue,
-        dest: SSAValue,
-        indices: Sequence[SSAValue],
-        steps: Sequence[int] | None = None,
-        partition_start: int = 0,
+        self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue], steps: Sequence[int] | None = None
     ):
-        props: dict[str, Attribute] = {}
+        props = {}
         if steps is not None and any(step != 1 for step in steps):
             props["steps"] = DenseArrayBase.from_list(i64, list(steps))
-        if partition_start:
-            props["partition_start"] = IntegerAttr(partition_start, i64)
         super().__init__(operands=[value, dest, indices], result_types=[dest.type], properties=props)
-
-    def first_partition(self) -> int:
-        """The partition of `dest` the value's first partition lands on."""
-        return 0 if self.partition_start is None else int(self.partition_start.value.data)
 
     def step_values(self) -> tuple[int, ...]:
         """The step of each free dimension of the value inside `dest` (1 unless `steps` says otherwise)."""
@@ -631,18 +614,6 @@ class InsertOp(IRDLOperation):
         if dest.memory is not Memory.SBUF:
             raise _error(self, f"tiles are inserted into SBUF tiles, got {dest}")
         _check_window(self, dest, value, self.indices, "the value", self.step_values())
-        start = self.first_partition()
-        if start:
-            if start < 0 or start + value.partitions > dest.partitions:
-                raise _error(
-                    self, f"partitions [{start}, {start + value.partitions}) lie outside the destination's {dest}"
-                )
-            if start not in hardware.allowed_partition_starts(value.partitions):
-                allowed = ", ".join(map(str, hardware.allowed_partition_starts(value.partitions)))
-                raise _error(
-                    self,
-                    f"{value.partitions} partitions cannot start at partition {start} (allowed: {allowed})",
-                )
 
 
 class _ElementwiseOp(IRDLOperation):

@@ -136,18 +136,13 @@ def _empty(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> lis
 
 
 def _window(
-    whole: tuple[int, ...],
-    part: tuple[int, ...],
-    indices: Sequence[int],
-    steps: Sequence[int] | None = None,
-    partition_start: int = 0,
+    whole: tuple[int, ...], part: tuple[int, ...], indices: Sequence[int], steps: Sequence[int] | None = None
 ) -> tuple[slice | int, ...]:
-    """The selection of tile.extract / tile.insert: the partitions from `partition_start` (the first ones unless an
-    insert says), dropped leading free dims fixed at their index, kept ones every `steps`-th element from their
-    index on."""
+    """The selection of tile.extract / tile.insert: first partitions, dropped leading free dims fixed at their
+    index, kept ones every `steps`-th element from their index on."""
     dropped = len(whole) - len(part)
     steps = [1] * (len(part) - 1) if steps is None else list(steps)
-    selection: list[slice | int] = [slice(partition_start, partition_start + part[0])]
+    selection: list[slice | int] = [slice(0, part[0])]
     for axis, index in enumerate(indices, start=1):
         if axis <= dropped:
             selection.append(int(index))
@@ -170,8 +165,7 @@ def _insert(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> li
     assert isinstance(op, tile.InsertOp)
     value, dest, *indices = args
     result = np.array(dest)
-    window = _window(dest.shape, value.shape, indices, op.step_values(), op.first_partition())
-    result[window] = alu.cast(value, result.dtype)
+    result[_window(dest.shape, value.shape, indices, op.step_values())] = alu.cast(value, result.dtype)
     return [result]
 
 

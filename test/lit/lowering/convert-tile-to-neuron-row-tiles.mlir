@@ -1,5 +1,5 @@
-// RUN: neuron-opt %s --split-input-file -p convert-tile-to-neuron | filecheck %s
-// RUN: neuron-opt %s --split-input-file -p convert-tile-to-neuron --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %s -p convert-tile-to-neuron | filecheck %s
+// RUN: neuron-opt %s -p convert-tile-to-neuron --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // Two heads of 64 features share a [128, n] tile of Q^T and one of K^T (head 0 on partitions 0..63, head 1 on
 // 64..127): each head's scores contract over its own rows, in its own row tile of the PE array, so the two
@@ -33,36 +33,3 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // CHECK: neuron.nc_matmul tensor dst %{{.*}}[0:128, 0, [[1, 256]]], stationary %[[Q]][96:128, 0, [[1, 128]]], moving %[[K]][96:128, 0, [[1, 256]]] {row_tile_start = 96 : i64, row_tile_size = 32 : i64}
 // CHECK: neuron.nc_matmul tensor dst %{{.*}}[0:128, 0, [[1, 256]]], stationary %[[Q]][0:96, 0, [[1, 128]]], moving %[[K]][0:96, 0, [[1, 256]]] :
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
-// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
-
-// -----
-
-// Two heads stored apart ([2, 64, n]: each head's K^T): each is loaded into its half of one [128, n] tile, by a DMA
-// straight into partitions 0..63 or 64..127, and each head's product reads its half.
-builtin.module attributes {neuron.target = #neuron.target<trn2>} {
-  func.func @halves(%k: memref<2x64x256xbf16, #mem<hbm>>, %s: memref<2x256x256xf32, #mem<hbm>>) -> memref<2x256x256xf32, #mem<hbm>> {
-    %c0 = arith.constant 0 : index
-    %c1 = arith.constant 1 : index
-    %empty = tile.empty : !tile.tile<128x256xbf16, sbuf>
-    %k0 = tile.load %k[%c0, %c0, %c0] : memref<2x64x256xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
-    %half = tile.insert %k0, %empty[%c0] : !tile.tile<64x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>
-    %k1 = tile.load %k[%c1, %c0, %c0] : memref<2x64x256xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
-    %pair = tile.insert %k1, %half[%c0] {partition_start = 64 : i64} : !tile.tile<64x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>
-    %w0 = tile.extract %pair[%c0] : !tile.tile<128x256xbf16, sbuf> -> !tile.tile<128x128xbf16, sbuf>
-    %s0 = tile.matmul %w0, %pair {rows = array<i64: 0, 64>} : (!tile.tile<128x128xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xf32, psum>
-    %s1 = tile.matmul %w0, %pair {rows = array<i64: 64, 64>} : (!tile.tile<128x128xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xf32, psum>
-    %o0 = tile.copy %s0 : (!tile.tile<128x256xf32, psum>) -> !tile.tile<128x256xf32, sbuf>
-    %o1 = tile.copy %s1 : (!tile.tile<128x256xf32, psum>) -> !tile.tile<128x256xf32, sbuf>
-    tile.store %o0, %s[%c0, %c0, %c0] : !tile.tile<128x256xf32, sbuf>, memref<2x256x256xf32, #mem<hbm>>
-    %c128 = arith.constant 128 : index
-    tile.store %o1, %s[%c1, %c128, %c0] : !tile.tile<128x256xf32, sbuf>, memref<2x256x256xf32, #mem<hbm>>
-    tile.store %o0, %s[%c1, %c0, %c0] : !tile.tile<128x256xf32, sbuf>, memref<2x256x256xf32, #mem<hbm>>
-    tile.store %o1, %s[%c0, %c128, %c0] : !tile.tile<128x256xf32, sbuf>, memref<2x256x256xf32, #mem<hbm>>
-    func.return %s : memref<2x256x256xf32, #mem<hbm>>
-  }
-}
-// CHECK-LABEL: func.func @halves
-// CHECK: neuron.dma_copy dma dst %[[PAIR:.*]][0:64, 0, [[1, 256]]]
-// CHECK: neuron.dma_copy dma dst %[[PAIR]][64:128, 0, [[1, 256]]]
-// CHECK: stationary %[[PAIR]][0:64, 0, [[1, 128]]], moving %[[PAIR]][0:64, 0, [[1, 256]]] {row_tile_start = 0 : i64, row_tile_size = 64 : i64}
-// CHECK: stationary %[[PAIR]][64:128, 0, [[1, 128]]], moving %[[PAIR]][64:128, 0, [[1, 256]]] {row_tile_start = 64 : i64, row_tile_size = 64 : i64}

@@ -163,24 +163,6 @@ func.func @matmul_rows_start(%s: !tile.tile<128x37xbf16, sbuf>, %m: !tile.tile<1
 
 // -----
 
-func.func @insert_partitions_outside(%v: !tile.tile<64x16xbf16, sbuf>, %d: !tile.tile<96x16xbf16, sbuf>) {
-  %c0 = arith.constant 0 : index
-  %r = tile.insert %v, %d[%c0] {partition_start = 64 : i64} : !tile.tile<64x16xbf16, sbuf>, !tile.tile<96x16xbf16, sbuf>
-  func.return
-}
-// CHECK: tile.insert: partitions [64, 128) lie outside the destination's !tile.tile<96x16xbf16, sbuf>
-
-// -----
-
-func.func @insert_partition_start(%v: !tile.tile<64x16xbf16, sbuf>, %d: !tile.tile<128x16xbf16, sbuf>) {
-  %c0 = arith.constant 0 : index
-  %r = tile.insert %v, %d[%c0] {partition_start = 32 : i64} : !tile.tile<64x16xbf16, sbuf>, !tile.tile<128x16xbf16, sbuf>
-  func.return
-}
-// CHECK: tile.insert: 64 partitions cannot start at partition 32 (allowed: 0, 64)
-
-// -----
-
 func.func @matmul_moving_too_wide(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<128x1024xf32, sbuf>) {
   %p = tile.matmul %s, %m : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x1024xf32, sbuf>) -> !tile.tile<37x1024xf32, psum>
   func.return
