@@ -21,8 +21,10 @@ def two_heads(q_t, k_t, tiled: bool):
     for head in nl.static_range(2):
         scores = nl.ndarray((rows, n), nl.float32, buffer=nl.psum)
         low = head * 64
-        tiling = {"tile_position": (low, 0), "tile_size": (64, 128)} if tiled else {}
-        nisa.nc_matmul(scores, q_tile[low : low + 64, :], k_tile[low : low + 64, :], **tiling)
+        position, size = ((low, 0), (64, 128)) if tiled else ((), ())
+        nisa.nc_matmul(
+            scores, q_tile[low : low + 64, :], k_tile[low : low + 64, :], tile_position=position, tile_size=size
+        )
         nl.store(out[head], nl.copy(scores))
     return out
 

@@ -698,7 +698,7 @@ def test_a_nest_of_row_tiled_matmuls_is_timed_as_instance_by_instance():
     (result,), profile = run_program(program, [x_in])
     expected = 2 * w.astype(np.float32).T @ x_in.astype(np.float32)
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-4)
-    starts = {}
+    starts: dict[int, list[float]] = {}
     for start, index in zip(profile.events.start, profile.events.instruction, strict=True):
         starts.setdefault(profile.instructions[index].id, []).append(start)
     matmuls = [s.id for s in profile.instructions if s.opcode == "nc_matmul"]
