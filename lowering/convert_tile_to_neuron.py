@@ -427,7 +427,27 @@ def _matmul(conv: _FunctionConversion, op: Operation) -> None:
         "stationary": conv.access(op.stationary),
         "moving": conv.access(op.moving),
     }
+    rows = op.row_range()
+    if rows is not None:
+        start, size = rows
+        for role in ("stationary", "moving"):
+            value, pattern, dynamic = accesses[role]
+            # tiles (and their windows) begin at partition 0 of their buffer
+            moved = neuron.access_pattern(pattern.dims, pattern.offset.data, start, size)
+            accesses[role] = (value, moved, dynamic)
+        tile_size = _row_tile_size(conv.target, start, size)
+        if tile_size is not None:
+            props["row_tile_start"] = IntegerAttr(start - start % tile_size, i64)
+            props["row_tile_size"] = IntegerAttr(tile_size, i64)
     conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, props)
+
+
+def _row_tile_size(target: Target, start: int, size: int) -> int | None:
+    """The smallest row tile of `target` that holds PE rows [start, start + size), or None (the whole array)."""
+    for tile_size in sorted(target.matmul_row_tile_sizes):
+        if start // tile_size == (start + size - 1) // tile_size:
+            return tile_size
+    return None
 
 
 def _transpose(conv: _FunctionConversion, op: Operation) -> None:

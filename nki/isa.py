@@ -27,7 +27,7 @@ from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.nki import operators
 from neuron_mlir.nki.tracing import NkiTensor, dtype_name, error, trace
 from neuron_mlir.runtime import isa
-from neuron_mlir.runtime.hardware import Engine, Memory
+from neuron_mlir.runtime.hardware import PARTITIONS, Engine, Memory
 
 
 class engine(enum.Enum):
@@ -250,11 +250,14 @@ def nc_matmul(
 
     `accumulate=None`: the first write to the PSUM tile's elements overwrites, later ones add (NKI's rule; in a
     traced loop, a register condition: see `Trace.first_write_accumulates`); True adds (the elements must hold
-    data), False overwrites."""
+    data), False overwrites.
+
+    `tile_position=(start_row, 0)` with `tile_size=(row_size, 128)`: TensorE's row tiling mode, the matmul on PE
+    rows start_row .. start_row + row_size - 1 alone (its operands on those partitions), beside matmuls in other
+    row tiles. Both or neither are given; column tiling is not supported (start column 0, column size 128)."""
     api = "nki.isa.nc_matmul"
     dst = _tensor(dst, api, "dst")
-    if tile_position or tile_size:
-        raise error(f"{api}: tile_position/tile_size (PE array tiling) are not supported")
+    row_tile = _row_tile(api, tile_position, tile_size)
     stationary, moving = _tensor(stationary, api, "stationary"), _tensor(moving, api, "moving")
     _check_perf_mode(api, perf_mode, stationary, moving, is_transpose)
     current = trace()
@@ -269,6 +272,9 @@ def nc_matmul(
         props["accumulate"] = _flag(True)
     if is_transpose:
         props["is_transpose"] = _flag(True)
+    if row_tile is not None:
+        props["row_tile_start"] = IntegerAttr(row_tile[0], i64)
+        props["row_tile_size"] = IntegerAttr(row_tile[1], i64)
     trace().emit(
         api,
         neuron.MatmulOp,
@@ -277,6 +283,33 @@ def nc_matmul(
         props,
         dynamic,
     )
+
+
+def _row_tile(api: str, tile_position: Any, tile_size: Any) -> tuple[int, int] | None:
+    """nc_matmul's (start row, row size) from NKI's tiling arguments; None for the whole PE array. Which sizes and
+    starts a target allows is the instruction's rule (`neuron.nc_matmul`'s verifier)."""
+    if not tile_position and not tile_size:
+        return None
+    if not tile_position or not tile_size:
+        raise error(f"{api}: tile_position and tile_size enable tiling mode together; give both or neither")
+    pairs = []
+    for name, value in (("tile_position", tile_position), ("tile_size", tile_size)):
+        if not (
+            isinstance(value, tuple | list)
+            and len(value) == 2
+            and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value)
+        ):
+            raise error(f"{api}: {name} must be a pair of integers, got {value!r}")
+        pairs.append((int(value[0]), int(value[1])))
+    (start_row, start_column), (row_size, column_size) = pairs
+    if start_column != 0 or column_size != PARTITIONS:
+        raise error(
+            f"{api}: column tiling is not supported (tile_position's start column must be 0 and tile_size's "
+            f"column size {PARTITIONS}, got {start_column} and {column_size})"
+        )
+    if row_size == PARTITIONS and start_row == 0:
+        return None  # the whole array: NKI's default
+    return start_row, row_size
 
 
 def identity(size: int, dtype: np.dtype) -> NkiTensor:

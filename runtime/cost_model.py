@@ -11,7 +11,9 @@ partitions: fewer than 128 partitions cost the same [nki-arch-trn1, nki-perf]).
   time of 128 [nki-arch-trn2]; none on v2, whose fp8 runs at the bf16 rate [nki-arch-trn1]). The
   stationary load runs in the background under the previous multiply [nki-arch-trn1], so it costs nothing.
   `is_transpose`: the same streaming cost, x`matmul_transpose_fp32_factor` for fp32 data (bit-exact transposes
-  are 2x faster for fp32 from v3 on [nki-arch-trn2]).
+  are 2x faster for fp32 from v3 on [nki-arch-trn2]). A matmul in a row tile (`row_tile_size`) costs the same
+  cycles; what the row tiling mode changes is that matmuls in disjoint row tiles run at the same time [nki-isa],
+  which is the timeline's to apply (`runtime/timeline.py`), not a duration.
 * VectorE: about N cycles per streamed input (2N for two inputs), at least 64 [nki-arch-trn1, nki-isa-2.26]. On
   v3+ the hardware's performance modes divide that for all-16-bit operands: 4x for tensor_copy/tensor_scalar in
   SBUF with contiguous rows, 2x otherwise (tensor_tensor only for bf16 in SBUF) [nki-arch-trn2]. tensor_reduce of

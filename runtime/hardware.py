@@ -98,6 +98,10 @@ class Target:
     matmul_max_k: int
     matmul_max_stationary_free: int
     matmul_max_moving_free: int
+    # TensorE row tiling mode [nki-isa] (nc_matmul's tile_position / tile_size): the PE array's 128 rows split into
+    # 2 tiles of 64 (NeuronCore-v2 and newer) or 4 of 32 (NeuronCore-v3 and newer), and matmuls in disjoint row
+    # tiles run at the same time. The row tile sizes a matmul may name; empty: no row tiling.
+    matmul_row_tile_sizes: tuple[int, ...] = (64,)
 
     # --- placement: start alignment of the buffers the compiler places, in bytes ------------------------------
     # Assumed: NKI reads minimum alignments at run time (`tile_size.sbuf_min_align`, `psum_min_align`,
@@ -311,6 +315,7 @@ TRN2 = Target(
     tensor_peak_tflops={"bf16": 78.64, "fp8": 157.29, "fp32": 78.64 / 4},
     hbm_bandwidth_gbps=362.5,  # derived: 2.9 TB/s per chip [chip-trn2] / 8 cores
     dma_bytes_per_ns=23.0,  # 23 B/ns per engine (368 GB/s per core) [nki-dma-bw]
+    matmul_row_tile_sizes=(32, 64),
     matmul_transpose_fp32_factor=2,
     matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,
@@ -346,6 +351,7 @@ TRN3 = Target(
     tensor_peak_tflops={"bf16": 78.64, "fp8": 314.6, "fp32": 78.64 / 4},
     hbm_bandwidth_gbps=612.5,  # derived: 4.9 TB/s per chip [chip-trn3] / 8 cores
     dma_bytes_per_ns=33.0,  # 33 B/ns per engine (528 GB/s per core) [nki-dma-bw]
+    matmul_row_tile_sizes=(32, 64),
     matmul_transpose_fp32_factor=2,
     matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,

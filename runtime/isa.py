@@ -452,6 +452,7 @@ def _matmul_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
         raise RuleError(f"free size {m} exceeds {target.matmul_max_stationary_free} on {target.name}", "stationary")
     if n > target.matmul_max_moving_free:
         raise RuleError(f"free size {n} exceeds {target.matmul_max_moving_free} on {target.name}", "moving")
+    _row_tile_rules(stationary, moving, attrs, target)
     if attrs["is_transpose"]:
         if m != k:
             raise RuleError(f"a transpose needs a square identity, got [{k}, {m}]", "stationary")
@@ -481,6 +482,48 @@ def _matmul_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
         width = (high - low + 1) * itemsize
         if crosses_bank(first, width, target.psum_bank_bytes):
             raise RuleError(bank_crossing(first, width, target.psum_bank_bytes), "dst")
+
+
+def _row_tile_rules(stationary: Operand, moving: Operand, attrs: Attrs, target: Target) -> None:
+    """TensorE's row tiling mode [nki-isa]: `row_tile_size` rows of the PE array starting at `row_tile_start`.
+
+    The size is one the target has (`Target.matmul_row_tile_sizes`), the start a multiple of it inside the array,
+    and the contraction no larger than the tile. SBUF partitions feed the PE rows one to one (partition p streams
+    into row p), so our reading of the published rule is that both operands lie on the tile's own partitions: a
+    matmul in the row tile starting at 64 reads partitions 64..127.
+    """
+    start, size = attrs["row_tile_start"], attrs["row_tile_size"]
+    if not size:
+        if start:
+            raise RuleError(f"row_tile_start {start} needs a row_tile_size")
+        return
+    if size not in target.matmul_row_tile_sizes:
+        allowed = ", ".join(map(str, target.matmul_row_tile_sizes)) or "none"
+        raise RuleError(f"row tile size {size} is not one {target.name} has (row tile sizes: {allowed})")
+    if start < 0 or start % size or start + size > target.matmul_max_k:
+        raise RuleError(
+            f"row tile start {start} is not a multiple of the row tile size {size} within the "
+            f"{target.matmul_max_k} PE rows"
+        )
+    for operand in (stationary, moving):
+        first, last = operand.partition_start, operand.partition_start + operand.partitions - 1
+        if first < start or last >= start + size:
+            raise RuleError(
+                f"partitions {first}..{last} lie outside the row tile's rows {start}..{start + size - 1} "
+                "(partitions feed the PE rows one to one)",
+                operand.role,
+            )
+
+
+def row_tile(attrs: Attrs, target: Target) -> tuple[int, int]:
+    """The PE rows [first, stop) a matmul with (validated) attributes `attrs` occupies: its row tile, or all."""
+    size = attrs.get("row_tile_size", 0)
+    if not size:
+        return 0, target.matmul_max_k
+    start = attrs.get("row_tile_start", 0)
+    assert isinstance(start, int)
+    assert isinstance(size, int)
+    return start, start + size
 
 
 def extent(pattern: tuple[tuple[int, int], ...]) -> tuple[int, int]:
@@ -778,13 +821,21 @@ OPCODES: dict[str, OpcodeSpec] = {
             frozenset({Engine.TENSOR}),
             reads=("stationary", "moving"),
             writes=("dst",),
-            attr_specs={"accumulate": Attr("bool", False, register=True), "is_transpose": Attr("bool", False)},
+            attr_specs={
+                "accumulate": Attr("bool", False, register=True),
+                "is_transpose": Attr("bool", False),
+                "row_tile_start": Attr("int", 0),
+                "row_tile_size": Attr("int", 0),
+            },
             check=_matmul_rules,
             semantics=semantics.nc_matmul,
             doc="dst[M, N] (=|+=) stationary[K, M]^T @ moving[K, N]. K is the partition axis of both inputs "
             "(K <= 128, M <= 128, N <= 512 on trn1/trn2). dst is fp32 in PSUM. `accumulate` (immediate or "
             "register) adds to dst instead of overwriting. `is_transpose` (stationary must be an identity "
-            "of matching size) copies moving^T bit-exactly and keeps moving's dtype (v3+).",
+            "of matching size) copies moving^T bit-exactly and keeps moving's dtype (v3+). `row_tile_size` "
+            "(32 or 64 where the target has it; 0: the whole array) and `row_tile_start` (a multiple of it) run "
+            "the matmul on those PE rows alone, its operands on the same partitions, beside matmuls in other "
+            "row tiles.",
         ),
         OpcodeSpec(
             "activation",

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import collectives, cost_model, dtypes, isa
-from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.hardware import PARTITIONS, Engine, Memory, Target
 from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES
 from neuron_mlir.runtime.program import Access, Instruction, Program, Reg
@@ -33,6 +33,11 @@ _ENGINE_QUEUE = {
     Engine.TENSOR: 0, Engine.VECTOR: 1, Engine.SCALAR: 2, Engine.GPSIMD: 3, Engine.SYNC: 4,
     Engine.COLLECTIVE: COLLECTIVE_QUEUE,
 }  # fmt: skip
+
+# PE rows per slot of the timeline's TensorE state: the smallest row tile of any target [nki-isa], so every row tile
+# is a whole number of slots.
+PE_ROW_SLOT = 32
+PE_ROW_SLOTS = PARTITIONS // PE_ROW_SLOT
 
 # (memory id, first partition, end partition, first byte, end byte): the hull of an access, for overlap tests
 Footprint = tuple[int, int, int, int, int]
@@ -126,6 +131,7 @@ class InstructionPlan:
         "location",
         "opcode",
         "operands",
+        "pe_rows",
         "penalty_ns",
         "queue",
         "read_footprints",
@@ -196,6 +202,11 @@ class InstructionPlan:
         self.penalty_ns = 0.0
         if inst.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
             self.penalty_ns = target.dependent_op_penalty_cycles / target.clock_ghz[inst.engine]
+        # TensorE instructions: the slots of PE rows they occupy (`PE_ROW_SLOT` rows each), for the timeline
+        self.pe_rows: tuple[int, int] | None = None
+        if inst.engine is Engine.TENSOR:
+            first, stop = isa.row_tile(self.attrs, target)
+            self.pe_rows = (first // PE_ROW_SLOT, stop // PE_ROW_SLOT)
         self.flops = cost_model.matmul_flops(inst)
         self.family = ""
         if self.flops:

@@ -5,6 +5,13 @@ Instances are issued to the `Timeline` in program order (`issue`), and each gets
 * Each queue (tensor, vector, scalar, gpsimd, sync and the 16 DMA queues) is in order: an instance starts when
   its queue is free and the most recent issued instance of every instruction in its `waits` has completed (an
   instruction with no issued instance yet imposes no wait).
+* TensorE is in order too, but a matmul in TensorE's row tiling mode (`row_tile_size`) occupies only its rows of
+  the PE array [nki-isa]: it starts when the previous TensorE instance has started (issue stays in order), the
+  instances that hold any of its rows have finished streaming, and its waits are met, so matmuls in disjoint row
+  tiles stream at the same time. A full-array instance (any matmul or transpose without a row tile) holds every
+  row, so it waits for all of them, as before. Completion stays in program order (assumed): an instance counts as
+  done, for the waits on it and the end of its queue, no earlier than the TensorE instance before it, so a wait
+  on a matmul still covers every earlier one, as the synchronisation (`neuron-insert-sync`) assumes of a queue.
 * A compute instance takes its cost-model duration (`runtime.cost_model`), plus the dependency penalty when it
   reads bytes the previous instance of its queue wrote.
 * A DMA instance first waits its fixed latency, then moves its bytes through two shared resources (`Bandwidth`):
@@ -37,7 +44,15 @@ import numpy as np
 from neuron_mlir.runtime import dtypes
 from neuron_mlir.runtime.hardware import Target
 from neuron_mlir.runtime.lanes import Lanes
-from neuron_mlir.runtime.plan import COLLECTIVE_QUEUE, DMA_QUEUE_BASE, QUEUES, Footprint, InstructionPlan, OperandPlan
+from neuron_mlir.runtime.plan import (
+    COLLECTIVE_QUEUE,
+    DMA_QUEUE_BASE,
+    PE_ROW_SLOTS,
+    QUEUES,
+    Footprint,
+    InstructionPlan,
+    OperandPlan,
+)
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
 from neuron_mlir.runtime.program import Program
 
@@ -175,6 +190,10 @@ class Timeline:
         self.queue_free = [0.0] * QUEUES
         self.done = [0.0] * len(plans)  # end of the most recent instance of each static instruction
         self.previous_writes: list[list[Footprint]] = [[] for _ in range(QUEUES)]
+        # TensorE's row tiles: when each slot of PE rows (`plan.PE_ROW_SLOT`) is done streaming, and the start of
+        # the latest TensorE instance (issue is in order)
+        self.pe_free = [0.0] * PE_ROW_SLOTS
+        self.tensor_issued = 0.0
         self.bandwidth = Bandwidth(target.dma_aggregate_bytes_per_ns, target.hbm_bandwidth_gbps)
         self.events = TraceEvents()
         self.count = [0] * len(plans)
@@ -190,7 +209,15 @@ class Timeline:
     def issue(self, plan: InstructionPlan, values: Sequence[int]) -> tuple[float, float]:
         """One instance of `plan` with register values `values`: its (start, end)."""
         queue = plan.queue
-        start = self.queue_free[queue]
+        rows = plan.pe_rows
+        if rows is None:
+            start = self.queue_free[queue]
+        else:
+            start = self.tensor_issued
+            pe_free = self.pe_free
+            for slot in range(rows[0], rows[1]):
+                if pe_free[slot] > start:
+                    start = pe_free[slot]
         done = self.done
         for wait in plan.waits:
             if done[wait] > start:
@@ -214,6 +241,12 @@ class Timeline:
             self.previous_writes[queue] = plan.write_footprints_at(values)
         else:
             end = start + plan.duration_ns
+        if rows is not None:
+            for slot in range(rows[0], rows[1]):
+                self.pe_free[slot] = end
+            self.tensor_issued = start
+            if end < self.queue_free[queue]:  # completion in program order
+                end = self.queue_free[queue]
         self.queue_free[queue] = end
         index = plan.index
         done[index] = end
@@ -249,15 +282,22 @@ class Timeline:
         ends = [0.0] * (count * width)
         queue_free, done, bandwidth = self.queue_free, self.done, self.bandwidth
         steps = [
-            (plan.queue, plan.index, plan.waits, durations[position], self._transfer_constants(plan))
+            (plan.queue, plan.index, plan.waits, durations[position], self._transfer_constants(plan), plan.pe_rows)
             for position, plan in enumerate(positions)
         ]
         transfer = bandwidth.transfer
         times, engine_used, hbm_used = bandwidth.times, bandwidth.engine_used, bandwidth.hbm_used
+        pe_free, tensor_issued = self.pe_free, self.tensor_issued
         slot = 0
         for lane in range(count):
-            for queue, index, waits, duration, dma in steps:
-                start = queue_free[queue]
+            for queue, index, waits, duration, dma, rows in steps:
+                if rows is None:
+                    start = queue_free[queue]
+                else:  # `issue`'s TensorE rule
+                    start = tensor_issued
+                    for row in range(rows[0], rows[1]):
+                        if pe_free[row] > start:
+                            start = pe_free[row]
                 for wait in waits:
                     if done[wait] > start:
                         start = done[wait]
@@ -288,11 +328,18 @@ class Timeline:
                     end = start + duration
                 else:
                     end = start + duration[lane]
+                if rows is not None:
+                    for row in range(rows[0], rows[1]):
+                        pe_free[row] = end
+                    tensor_issued = start
+                    if end < queue_free[queue]:
+                        end = queue_free[queue]
                 queue_free[queue] = end
                 done[index] = end
                 starts[slot] = start
                 ends[slot] = end
                 slot += 1
+        self.tensor_issued = tensor_issued
         start_array = np.array(starts, dtype=np.float64).reshape(count, width)
         end_array = np.array(ends, dtype=np.float64).reshape(count, width)
         self._account(lanes, start_array, end_array)

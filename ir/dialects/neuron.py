@@ -763,7 +763,9 @@ class MatmulOp(InstructionOp):
     partitions (M <= 128) and the moving free size N its free size (N <= 512 on trn1/trn2: one 2 KiB PSUM bank
     of fp32). `accumulate` (static, or the i1 operand `accumulate`) adds into dst instead of overwriting, which
     is how K larger than 128 is reduced. Inputs are both fp32 or both 16/8-bit; dst is fp32. With
-    `is_transpose` the stationary is an identity and dst receives moving^T in moving's dtype (v3+).
+    `is_transpose` the stationary is an identity and dst receives moving^T in moving's dtype (v3+). With
+    `row_tile_size` (32 or 64 rows, as the target allows) and `row_tile_start` (a multiple of it) the matmul
+    occupies those PE rows alone, its K partitions inside them, and runs beside matmuls in other row tiles.
 
     ```mlir
     neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 520]]], stationary %w[0:128, 0, [[1, 37]]],
@@ -787,6 +789,8 @@ class MatmulOp(InstructionOp):
     moving_ap = prop_def(AccessPatternAttr)
     accumulate = opt_prop_def(IntegerAttr)
     is_transpose = opt_prop_def(IntegerAttr)
+    row_tile_start = opt_prop_def(IntegerAttr)
+    row_tile_size = opt_prop_def(IntegerAttr)
 
     @property
     def transposes(self) -> bool:

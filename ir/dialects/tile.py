@@ -67,7 +67,7 @@ from neuron_mlir.ir.dialects.neuron import NUMBER, element_type_name, target_of,
 from neuron_mlir.ir.locations import at_source
 from neuron_mlir.ir.types import is_integer_type, number_attr
 from neuron_mlir.ir.verification import memoized_verify, value_key
-from neuron_mlir.runtime import isa
+from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import row_major_strides
 
@@ -350,9 +350,16 @@ class MatmulOp(IRDLOperation):
     K (the partition axis of both inputs) <= 128, M <= 128 and N <= 512 on trn1/trn2. With `acc` the product
     is added to it: inside an `scf.for` over K tiles, with `acc` carried by the loop, this is PSUM accumulation.
 
+    `rows = array<i64: start, size>` contracts over partitions [start, start + size) of both inputs alone (K =
+    size), which then may have more partitions: two heads of 64 features in one [128, N] tile each multiply over
+    their own half. Such a product runs in TensorE's row tiling mode where the target has a row tile of that size
+    (the rows of the PE array the partitions feed), beside a product in another row tile.
+
     ```mlir
     %p = tile.matmul %xt, %w acc %acc : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>,
                                          !tile.tile<37x512xf32, psum>) -> !tile.tile<37x512xf32, psum>
+    %s = tile.matmul %qt, %kt {rows = array<i64: 64, 64>} : (!tile.tile<128x128xbf16, sbuf>,
+                                         !tile.tile<128x512xbf16, sbuf>) -> !tile.tile<128x512xf32, psum>
     ```
     """
 
@@ -362,18 +369,49 @@ class MatmulOp(IRDLOperation):
     moving = operand_def(TileType)
     acc = opt_operand_def(TileType)
     result = result_def(TileType)
+    rows = opt_prop_def(DenseArrayBase)
 
     traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$stationary `,` $moving (`acc` $acc^)? attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, stationary: SSAValue, moving: SSAValue, result_type: TileType, acc: SSAValue | None = None):
-        super().__init__(operands=[stationary, moving, acc], result_types=[result_type])
+    def __init__(
+        self,
+        stationary: SSAValue,
+        moving: SSAValue,
+        result_type: TileType,
+        acc: SSAValue | None = None,
+        rows: tuple[int, int] | None = None,
+    ):
+        props = {"rows": DenseArrayBase.from_list(i64, list(rows))} if rows is not None else {}
+        super().__init__(operands=[stationary, moving, acc], result_types=[result_type], properties=props)
+
+    def row_range(self) -> tuple[int, int] | None:
+        """(first partition, count) the product contracts over when `rows` is given, else None (all of them)."""
+        if self.rows is None:
+            return None
+        start, size = (int(v) for v in self.rows.get_values())
+        return start, size
 
     def verify_(self) -> None:
         target = target_of(self)
         stationary, moving, result = _tile(self.stationary), _tile(self.moving), _tile(self.result)
         k, m, n = stationary.partitions, stationary.free_size, moving.free_size
-        if moving.partitions != k:
+        if self.rows is not None:
+            values = tuple(int(v) for v in self.rows.get_values())
+            if len(values) != 2:
+                raise _error(self, f"rows must be (start, size), got {list(values)}")
+            start, size = values
+            if size < 1 or start < 0 or start + size > min(k, moving.partitions):
+                raise _error(
+                    self,
+                    f"rows [{start}, {start + size}) lie outside the inputs' partitions ({k} and {moving.partitions})",
+                )
+            if start and start not in hardware.allowed_partition_starts(size):
+                allowed = ", ".join(map(str, hardware.allowed_partition_starts(size)))
+                raise _error(self, f"rows of {size} partitions cannot start at partition {start} (allowed: {allowed})")
+            k = size
+        elif moving.partitions != k:
             raise _error(self, f"stationary and moving contract over different sizes ({k} vs {moving.partitions})")
         if k > target.matmul_max_k or m > target.matmul_max_stationary_free or n > target.matmul_max_moving_free:
             raise _error(

@@ -112,6 +112,10 @@ def _store(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> lis
 
 def _matmul(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
     stationary, moving, *acc = args
+    assert isinstance(op, tile.MatmulOp)
+    rows = op.row_range()
+    if rows is not None:
+        stationary, moving = stationary[rows[0] : rows[0] + rows[1]], moving[rows[0] : rows[0] + rows[1]]
     k = stationary.shape[0]
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 and overflow are IEEE results, not faults
         product = stationary.reshape(k, -1).astype(np.float32).T @ moving.reshape(k, -1).astype(np.float32)

@@ -52,7 +52,9 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   chip (a layer norm's; a Linear layer's activations, built transposed).
 * A bias row is added by one more matmul per accumulator, the first (a ones row [1, m] as the stationary, the
   bias row's [1, n] window as the moving), its load issued at the start of the block (for a resident B, the whole
-  row's, ahead of B's loads).
+  row's, ahead of B's loads). Where the target has PE row tiles and K is long enough that the extra bytes are
+  small, the row loads onto partitions 0 to 96 and the block's bias matmuls take the copies at 0, 32, 64 and 96
+  in turn (`tile.matmul`'s rows), each on its own row tile, so they stream together (`_Kernel.load_bias`).
 * Within a chunk of K tiles, each m sub-tile's matmuls run before the next sub-tile's, so that a block's first
   accumulators are final while TensorE still works on the others: their evacuation, epilogue and store overlap
   the rest of the block instead of all waiting for its last K tile.
@@ -458,8 +460,7 @@ def emit_matmul(
         each.target = emitter_target(em)
         if bias_row is not None:
             each.bias_row = bias_row
-            ones_type = TileType((1, each.blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
-            each.ones = em.insert(tile.FillOp(1.0, ones_type)).result
+            each.ones = each.bias_ones(em)
 
     def batches(inner: LoopNestBuilder, dims: tuple[int, ...], batch: list[Index]) -> None:
         if dims:
@@ -613,8 +614,7 @@ def emit_bounded_matmul(
         kernel.bias_row = view(
             em, bias_row, Layout((*outer, 1, n), (*zeros, *bias_layout.strides[-2:]), bias_layout.offset)
         )
-        ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
-        kernel.ones = em.insert(tile.FillOp(1.0, ones_type)).result
+        kernel.ones = kernel.bias_ones(em)
     if blocking.resident and k > 0:
         kernel.build_resident(em, [0] * len(outer), n)
 
@@ -790,7 +790,7 @@ class _Kernel:
             # The bias row ahead of B: DMA bandwidth goes to transfers in program order, and each block's first
             # matmul reads it (a row loaded per block, behind B, held the linear forward's first block back 13 us)
             if self.bias_row is not None:
-                self.bias_whole = load(em, self.bias_row, [*batch, 0, 0], (1, n))
+                self.bias_whole = self.load_bias(em, batch, 0, n)
             self.build_resident(em, batch, n, by_block)
             for subs, panels in rows:
                 self.row_blocks(em, batch, subs, panels, n, unrolled=by_block)
@@ -863,11 +863,10 @@ class _Kernel:
         # ahead of a resident B): its matmul starts each accumulator.
         bias, bias0 = self.bias_whole, n0
         if bias is None and self.bias_row is not None:
-            bias, bias0 = load(em, self.bias_row, [*batch, 0, n0], (1, n_size)), 0
+            bias, bias0 = self.load_bias(em, batch, n0, n_size), 0
         started: list[SSAValue] | None = None
         if bias is not None and self.ones is not None and self.k:
-            ones = [window(em, self.ones, [0], (1, size)) for _, size in subs]
-            started = self.products(em, ones, bias, [], 1, n_size, None, bias0)
+            started = self.bias_products(em, bias, [size for _, size in subs], n_size, bias0)
         accs: list[SSAValue]
         if self.k == 0:  # an empty contraction: the product is zero (and there is no operand tile to load)
             accs = [
@@ -897,8 +896,7 @@ class _Kernel:
             else:
                 accs = panel_step(em, 0, last, bool(k_rest), started)
         if bias is not None and self.ones is not None and not self.k:  # the bias alone: the product is zero
-            ones = [window(em, self.ones, [0], (1, size)) for _, size in subs]
-            accs = self.products(em, ones, bias, [], 1, n_size, None, bias0)
+            accs = self.bias_products(em, bias, [size for _, size in subs], n_size, bias0)
         finish = self.epilogue or self.evacuate
         index = 0
         for (m0, m_size), swapped in zip(subs, self.swaps([size for _, size in subs], n_size), strict=True):
@@ -1041,6 +1039,69 @@ class _Kernel:
                 acc = accs[len(results)] if accs is not None else None
                 result_type = TileType((m_size, c_size), f32, Memory.PSUM)
                 results.append(em.insert(tile.MatmulOp(part, rhs[j], result_type, acc)).result)
+        return results
+
+    def bias_spacing(self) -> int:
+        """Partitions between the copies of the bias row (`load_bias`): the target's smallest PE row tile, or 0 for
+        a single copy: without row tiles, or when the copies' bytes would exceed a quarter of B's (the bias row's
+        DMA grows with the partitions it covers, B's with K)."""
+        if self.target is None or not self.target.matmul_row_tile_sizes:
+            return 0
+        spacing = min(self.target.matmul_row_tile_sizes)
+        span = self.target.partitions - spacing + 1
+        if spacing >= self.target.partitions or 4 * span > self.k:
+            return 0
+        return spacing
+
+    def bias_copies(self) -> int:
+        spacing = self.bias_spacing()
+        return self.target.partitions // spacing if spacing and self.target is not None else 1
+
+    def bias_ones(self, em: LoopNestBuilder) -> SSAValue:
+        """The stationary of the bias matmuls: ones of m_tile columns on every partition up to the last copy of the
+        bias row (`load_bias`): [1, m_tile] for a single copy."""
+        assert self.bias_row is not None
+        rows = (self.bias_copies() - 1) * self.bias_spacing() + 1
+        ones_type = TileType((rows, self.blocking.m_tile), element_type_of(self.bias_row), Memory.SBUF)
+        return em.insert(tile.FillOp(1.0, ones_type)).result
+
+    def load_bias(self, em: LoopNestBuilder, batch: list[Index], n0: Index, size: int) -> SSAValue:
+        """Columns [n0, n0 + size) of the bias row, with a copy on the first partition of each row tile of the PE
+        array (0, 32, 64 and 96 on trn2): one DMA of the row broadcast over partitions 0 to 96 (a DMA writes
+        consecutive partitions). The bias matmuls that start a block's accumulators (K = 1) take the copies in
+        turn, each on its own row tile, so they stream together where on one row of the array they ran one after
+        another (`bias_products`)."""
+        assert self.bias_row is not None
+        copies, spacing = self.bias_copies(), self.bias_spacing()
+        if copies == 1:
+            return load(em, self.bias_row, [*batch, 0, n0], (1, size))
+        layout = layout_of(self.bias_row)
+        span = (copies - 1) * spacing + 1
+        spread = Layout(
+            (*layout.shape[:-2], span, layout.shape[-1]), (*layout.strides[:-2], 0, layout.strides[-1]), layout.offset
+        )
+        return load(em, view(em, self.bias_row, spread), [*batch, 0, n0], (span, size))
+
+    def bias_products(
+        self, em: LoopNestBuilder, bias: SSAValue, m_sizes: list[int], n_size: int, column0: Index
+    ) -> list[SSAValue]:
+        """The bias matmuls of one block, as `products` makes them (a ones row against the bias row, K = 1), each
+        reading the next copy of the bias row (`load_bias`) on its own PE rows."""
+        assert self.ones is not None
+        spacing = max(self.bias_spacing(), 1)
+        copies = self.bias_copies()
+        results: list[SSAValue] = []
+        swaps = self.swaps(m_sizes, n_size)
+        for m_size, swapped in zip(m_sizes, swaps, strict=True):
+            pieces = _split(n_size, self.blocking.m_tile if swapped else self.blocking.n_tile)
+            for c0, c_size in pieces:
+                first = (len(results) % copies) * spacing
+                rows = (first, 1) if copies > 1 else None
+                ones = window(em, self.ones, [0], (first + 1, m_size))
+                row = window(em, bias, [em.add(column0, c0)], (first + 1, c_size))
+                stationary, moving, shape = (row, ones, (c_size, m_size)) if swapped else (ones, row, (m_size, c_size))
+                product = tile.MatmulOp(stationary, moving, TileType(shape, f32, Memory.PSUM), rows=rows)
+                results.append(em.insert(product).result)
         return results
 
     def swaps(self, m_sizes: list[int], n_size: int) -> list[bool]:

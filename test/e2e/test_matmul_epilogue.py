@@ -88,3 +88,26 @@ def test_a_shared_transposed_convolutions_weight_gradients_add_where_stored():
     loss(first, second).backward()
     assert_close_to_torch(compiled, gradients(), "weight and bias gradients")
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_bias_matmuls_run_in_the_row_tiles_of_the_pe_array(tmp_path):
+    """A bf16 Linear layer's bias matmuls (a ones row against the bias row, K = 1) that start its accumulators take
+    the copies of the bias row on partitions 0, 32, 64 and 96 in turn, each on its own row tile of trn2's PE array,
+    the 4 rows past the last full row tile (run with the roles swapped) included, and the result is eager's."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(516, 512).bfloat16(), torch.randn(640, 512).bfloat16(), torch.randn(640).bfloat16()
+
+    def fn(x, w, b):
+        return F.linear(x, w, b)
+
+    compiled = torch.compile(fn, backend="neuron-mlir", options={"debug_dir": str(tmp_path), "target": "trn2"})
+    assert_close_to_torch(compiled(x, w, b), fn(x, w, b), "linear")
+    neuron = (next(tmp_path.glob("*inference*")) / "3_neuron.mlir").read_text()
+    starts = [
+        int(line.split("row_tile_start = ")[1].split(" ")[0])
+        for line in neuron.splitlines()
+        if "neuron.nc_matmul" in line and "row_tile_size = 32" in line
+    ]
+    assert sorted(set(starts)) == [0, 32, 64, 96]
+    assert len(starts) >= 8  # four full row tiles, two column chunks of 640 features

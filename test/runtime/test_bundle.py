@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from neuron_mlir.runtime import bundle, isa
+from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.bundle import BundleError
 from neuron_mlir.runtime.simulator import run_program
 
@@ -39,6 +40,27 @@ def test_round_trip_gives_an_equal_program_and_the_same_results(program, raw, tm
     for a, e in zip(actual, expected, strict=True):
         np.testing.assert_array_equal(a, e)
     assert profile.total_ns == expected_profile.total_ns
+
+
+def test_row_tiles_round_trip():
+    """nc_matmul's row tile is an attribute of the instruction: it survives the bundle and is validated there."""
+    b = ProgramBuilder("trn2")
+    stationary, moving, dst = b.sbuf("s", (128, 64), "bf16"), b.sbuf("m", (128, 512), "bf16"), b.psum("p", (64, 512))
+    b.inst(
+        "nc_matmul",
+        "tensor",
+        {
+            "dst": b.ap(dst),
+            "stationary": b.ap(stationary, partitions=32, partition_start=96),
+            "moving": b.ap(moving, partitions=32, partition_start=96),
+        },
+        {"row_tile_start": 96, "row_tile_size": 32},
+    )
+    program = b.build()
+    decoded = bundle.read_bundle(bundle.encode_bundle(program))
+    assert bundle.programs_equal(decoded, program)
+    (matmul,) = decoded.instructions()
+    assert (matmul.attrs["row_tile_start"], matmul.attrs["row_tile_size"]) == (96, 32)
 
 
 def test_layout(raw):
@@ -272,6 +294,20 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
             raw, edit_instruction("nc_matmul", lambda i: i["operands"]["moving"].update(pattern=[[1, 513]]))
         ),
         r"operand 'moving': free size 513 exceeds 512 on trn2",
+    ),
+    "matmul row tile size": (
+        lambda raw: remanifest(raw, edit_instruction("nc_matmul", lambda i: i["attrs"].update(row_tile_size=48))),
+        r"instruction \d+ \(nc_matmul\): row tile size 48 is not one trn2 has \(row tile sizes: 32, 64\)",
+    ),
+    "matmul operands outside their row tile": (
+        lambda raw: remanifest(
+            raw, edit_instruction("nc_matmul", lambda i: i["attrs"].update(row_tile_start=64, row_tile_size=64))
+        ),
+        r"operand 'stationary': partitions 0..127 lie outside the row tile's rows 64..127",
+    ),
+    "matmul row tile of the wrong type": (
+        lambda raw: remanifest(raw, edit_instruction("nc_matmul", lambda i: i["attrs"].update(row_tile_size="64"))),
+        r"attribute 'row_tile_size': expected a 32-bit integer, got '64'",
     ),
     "psum bank crossing": (
         lambda raw: remanifest(

@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -655,3 +656,50 @@ def test_a_nest_is_timed_as_instance_by_instance_with_contended_dma():
         program = b.build()
         x_in = np.random.default_rng(trips).standard_normal((128, 64 * trips)).astype(np.float32)
         assert not assert_runs_agree(program, [x_in])
+
+
+def test_a_nest_of_row_tiled_matmuls_is_timed_as_instance_by_instance():
+    """TensorE's row tiles in a nest: per iteration a matmul in each half of the PE array, one in a quarter and
+    one over the full array, their products summed by ScalarE and VectorE: the same profile, event by event, on both paths,
+    and the sum NumPy gives (the quarter's product is overwritten by the full one's: w^T x twice)."""
+    trips = 9
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 256 * trips), "bf16"), b.output("y", (64, 256 * trips), "f32")
+    weights = b.constant("weights", w)
+    stationary, moving = b.sbuf("w", (128, 64), "bf16"), b.sbuf("x", (128, 256 * trips), "bf16")
+    b.dma(b.ap(stationary), b.ap(weights), queue=1)
+    b.dma(b.ap(moving), b.ap(x), queue=0)
+    low, high, full = b.psum("low", (64, 256)), b.psum("high", (64, 256)), b.psum("full", (64, 256))
+    out = b.sbuf("out", (64, 256 * trips), "f32")
+    with b.loop(0, trips) as i:
+        column = b.scalar(b.reg(), "mul", i, 256)
+        for dst, start, size in ((low, 0, 64), (high, 64, 64), (full, 96, 32), (full, 0, 128)):
+            attrs = {"row_tile_start": start, "row_tile_size": size} if size < 128 else {}
+            b.inst(
+                "nc_matmul",
+                "tensor",
+                {
+                    "dst": b.ap(dst),
+                    "stationary": b.ap(stationary, partitions=size, partition_start=start),
+                    "moving": b.ap(moving, [(1, 256)], reg=column, partitions=size, partition_start=start),
+                },
+                attrs,
+            )
+        tile = b.ap(out, [(1, 256)], reg=column)
+        b.inst("activation", "scalar", {"dst": tile, "src": b.ap(low)}, {"func": "copy"})
+        for product in (full, high):
+            b.inst("tensor_tensor", "vector", {"dst": tile, "in0": tile, "in1": b.ap(product)}, {"op": "add"})
+    b.dma(b.ap(y), b.ap(out), queue=2)
+    program = b.build()
+    x_in = rng.standard_normal((128, 256 * trips)).astype(ml_dtypes.bfloat16)
+    assert not assert_runs_agree(program, [x_in])
+    (result,), profile = run_program(program, [x_in])
+    expected = 2 * w.astype(np.float32).T @ x_in.astype(np.float32)
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-4)
+    starts: dict[int, list[float]] = {}
+    for start, index in zip(profile.events.start, profile.events.instruction, strict=True):
+        starts.setdefault(profile.instructions[index].id, []).append(start)
+    matmuls = [s.id for s in profile.instructions if s.opcode == "nc_matmul"]
+    assert starts[matmuls[0]][0] == starts[matmuls[1]][0]  # the two halves stream together

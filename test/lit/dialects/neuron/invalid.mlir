@@ -414,6 +414,99 @@ func.func @matmul_dst_shape() {
 
 // -----
 
+// Row tiling [nki-isa]: 2 tiles of 64 rows from NeuronCore-v2 (trn1), also 4 of 32 from NeuronCore-v3 (trn2).
+builtin.module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @matmul_row_tile_size_trn1() {
+    %p = neuron.alloc : memref<64x512xf32, #mem<psum>>
+    %s = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[0:32, 0, [[1, 64]]], moving %m[0:32, 0, [[1, 512]]] {row_tile_start = 0 : i64, row_tile_size = 32 : i64} : memref<64x512xf32, #mem<psum>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: row tile size 32 is not one trn1 has (row tile sizes: 64)
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_row_tile_size_unknown() {
+    %p = neuron.alloc : memref<64x512xf32, #mem<psum>>
+    %s = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[0:64, 0, [[1, 64]]], moving %m[0:64, 0, [[1, 512]]] {row_tile_start = 0 : i64, row_tile_size = 48 : i64} : memref<64x512xf32, #mem<psum>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: row tile size 48 is not one trn2 has (row tile sizes: 32, 64)
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_row_tile_start_unaligned() {
+    %p = neuron.alloc : memref<64x512xf32, #mem<psum>>
+    %s = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[32:64, 0, [[1, 64]]], moving %m[32:64, 0, [[1, 512]]] {row_tile_start = 32 : i64, row_tile_size = 64 : i64} : memref<64x512xf32, #mem<psum>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: row tile start 32 is not a multiple of the row tile size 64 within the 128 PE rows
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_row_tile_start_outside() {
+    %p = neuron.alloc : memref<64x512xf32, #mem<psum>>
+    %s = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[0:64, 0, [[1, 64]]], moving %m[0:64, 0, [[1, 512]]] {row_tile_start = 128 : i64, row_tile_size = 64 : i64} : memref<64x512xf32, #mem<psum>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: row tile start 128 is not a multiple of the row tile size 64 within the 128 PE rows
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_row_tile_start_without_size() {
+    %p = neuron.alloc : memref<64x512xf32, #mem<psum>>
+    %s = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[64:128, 0, [[1, 64]]], moving %m[64:128, 0, [[1, 512]]] {row_tile_start = 64 : i64} : memref<64x512xf32, #mem<psum>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: row_tile_start 64 needs a row_tile_size
+
+// -----
+
+// The contraction may not exceed the row tile, and the operands lie on its partitions: row p reads partition p.
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_row_tile_contraction_too_large() {
+    %p = neuron.alloc : memref<64x512xf32, #mem<psum>>
+    %s = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[0:64, 0, [[1, 64]]], moving %m[0:64, 0, [[1, 512]]] {row_tile_start = 0 : i64, row_tile_size = 32 : i64} : memref<64x512xf32, #mem<psum>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: stationary: partitions 0..63 lie outside the row tile's rows 0..31 (partitions feed the PE rows one to one)
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_row_tile_operand_elsewhere() {
+    %p = neuron.alloc : memref<64x512xf32, #mem<psum>>
+    %s = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[64:128, 0, [[1, 64]]], moving %m[0:64, 0, [[1, 512]]] {row_tile_start = 64 : i64, row_tile_size = 64 : i64} : memref<64x512xf32, #mem<psum>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: moving: partitions 0..63 lie outside the row tile's rows 64..127 (partitions feed the PE rows one to one)
+
+// -----
+
 func.func @matmul_mixed_f32_bf16() {
   %p = neuron.alloc : memref<37x512xf32, #mem<psum>>
   %s = neuron.alloc : memref<128x37xf32, #mem<sbuf>>

@@ -94,6 +94,26 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // Row tiling: two heads' products of 64 contraction rows, on partitions 0..63 and 64..127, in the PE array's two
+  // row tiles of 64 rows.
+  // CHECK-LABEL: func.func @nc_matmul_row_tiles
+  func.func @nc_matmul_row_tiles() {
+    // CHECK: %[[P:.*]] = neuron.alloc
+    %p = neuron.alloc : memref<128x1024xf32, #mem<psum>>
+    // CHECK: %[[S:.*]] = neuron.alloc
+    %s = neuron.alloc : memref<128x128xbf16, #mem<sbuf>>
+    // CHECK: %[[M:.*]] = neuron.alloc
+    %m = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    // CHECK: neuron.nc_matmul tensor dst %[[P]][0:128, 0, [[1, 512]]], stationary %[[S]][0:64, 0, [[1, 128]]], moving %[[M]][0:64, 0, [[1, 512]]] {row_tile_start = 0 : i64, row_tile_size = 64 : i64} : memref<128x1024xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 512]]], stationary %s[0:64, 0, [[1, 128]]], moving %m[0:64, 0, [[1, 512]]] {row_tile_start = 0 : i64, row_tile_size = 64 : i64} : memref<128x1024xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    // CHECK: neuron.nc_matmul tensor dst %[[P]][0:128, 512, [[1, 512]]], stationary %[[S]][64:128, 0, [[1, 128]]], moving %[[M]][64:128, 0, [[1, 512]]] {row_tile_start = 64 : i64, row_tile_size = 64 : i64} : memref<128x1024xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:128, 512, [[1, 512]]], stationary %s[64:128, 0, [[1, 128]]], moving %m[64:128, 0, [[1, 512]]] {row_tile_start = 64 : i64, row_tile_size = 64 : i64} : memref<128x1024xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    // A quarter of the array: 32 rows at 96 (trn2 and newer).
+    // CHECK: neuron.nc_matmul tensor dst %[[P]][0:128, 0, [[1, 512]]], stationary %[[S]][96:128, 0, [[1, 128]]], moving %[[M]][96:128, 0, [[1, 512]]] {row_tile_start = 96 : i64, row_tile_size = 32 : i64} : memref<128x1024xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 512]]], stationary %s[96:128, 0, [[1, 128]]], moving %m[96:128, 0, [[1, 512]]] {row_tile_start = 96 : i64, row_tile_size = 32 : i64} : memref<128x1024xf32, #mem<psum>>, memref<128x128xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return
+  }
+
   // ---- ScalarE ------------------------------------------------------------------------------------------------
 
   // CHECK-LABEL: func.func @activation_bias_scale_vector_accumulate_dst

@@ -146,6 +146,23 @@ func.func @matmul_contraction_mismatch(%s: !tile.tile<128x37xf32, sbuf>, %m: !ti
 
 // -----
 
+// `rows` picks the partitions both inputs contract over: inside both, at a start the hardware allows.
+func.func @matmul_rows_outside(%s: !tile.tile<128x37xbf16, sbuf>, %m: !tile.tile<64x512xbf16, sbuf>) {
+  %p = tile.matmul %s, %m {rows = array<i64: 64, 64>} : (!tile.tile<128x37xbf16, sbuf>, !tile.tile<64x512xbf16, sbuf>) -> !tile.tile<37x512xf32, psum>
+  func.return
+}
+// CHECK: tile.matmul: rows [64, 128) lie outside the inputs' partitions (128 and 64)
+
+// -----
+
+func.func @matmul_rows_start(%s: !tile.tile<128x37xbf16, sbuf>, %m: !tile.tile<128x512xbf16, sbuf>) {
+  %p = tile.matmul %s, %m {rows = array<i64: 32, 64>} : (!tile.tile<128x37xbf16, sbuf>, !tile.tile<128x512xbf16, sbuf>) -> !tile.tile<37x512xf32, psum>
+  func.return
+}
+// CHECK: tile.matmul: rows of 64 partitions cannot start at partition 32 (allowed: 0, 64)
+
+// -----
+
 func.func @matmul_moving_too_wide(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<128x1024xf32, sbuf>) {
   %p = tile.matmul %s, %m : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x1024xf32, sbuf>) -> !tile.tile<37x1024xf32, psum>
   func.return
