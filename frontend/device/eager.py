@@ -40,7 +40,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend import stats
-from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
+from neuron_mlir.frontend.device import bounded, dispatch, native, region, sources, storage, streams
 from neuron_mlir.frontend.device.registration import hide_from_dynamo
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 
@@ -502,6 +502,12 @@ def _signature(
 
     Raises PyTorch's error for a device tensor next to a CPU tensor (`dispatch.check_same_device`, whose test it
     makes on the way over the tensors)."""
+    native = _native_signature
+    if native is not None:
+        # the same key in one native call (every eager op asks), or the Python path's answer for the calls it leaves
+        key = native(facts, args, kwargs, flat, _SYMBOLIC, _PYTHON_PATH)
+        if key is not _PYTHON_PATH:
+            return key  # type: ignore[no-any-return]
     sequence = _SEQUENCES
     structure = [len(v) if isinstance(v, sequence) else -1 for v in args]
     if kwargs:
@@ -537,6 +543,10 @@ def _signature(
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# the native hooks' maker of `_signature`'s keys (None without the hooks), and what it answers for the calls it
+# leaves to the Python path
+_native_signature: Callable[..., Any] | None = native.signature()
+_PYTHON_PATH: Any = object()
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:

@@ -42,6 +42,8 @@
 #include <cstring>
 #include <vector>
 #include <map>
+#include <string>
+#include <unordered_map>
 #include <mutex>
 #include <tuple>
 
@@ -1594,6 +1596,309 @@ PyMethodDef sources_of_method = {
 // `sources_of_fastcall` as a builtin function (a new reference).
 PyObject* neuron_sources_of_function() {
   return PyCFunction_New(&sources_of_method, nullptr);
+}
+
+namespace {
+// The length of `value` when it is a list or a tuple (subclasses too: a torch.Size), else -1, as eager._signature's
+// structure of the arguments counts it.
+long long sequence_length(PyObject* value) {
+  if (PyList_Check(value)) {
+    return PyList_GET_SIZE(value);
+  }
+  return PyTuple_Check(value) ? PyTuple_GET_SIZE(value) : -1;
+}
+
+// The part of a program key `eager._signature` gives one flattened argument `value`, in `*part` (a new reference):
+// false when the Python function is to answer the whole call (a tensor of another layout or of symbolic sizes, a
+// symbolic number, a tensor subclass whose facts are Python's), true with `*part` null and an exception set on an
+// error. `*host` and `*device` record a CPU tensor of one dimension or more and a device tensor.
+bool signature_part(PyObject* value, PyObject* symbolic, PyObject* hex_name, PyObject** part, bool* host,
+                    bool* device) {
+  *part = nullptr;
+  if (THPVariable_Check(value)) {
+    // a subclass may answer `shape` and `dtype` in Python: only torch.Tensor and Parameter are read here
+    if (!THPVariable_CheckExact(value)) {
+      return false;
+    }
+    const at::Tensor& tensor = THPVariable_Unpack(value);
+    PyObject* shape = nullptr;
+    bool where = false;
+    try {
+      if (!tensor.defined() || tensor.layout() != c10::kStrided ||
+          tensor.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+        return false;
+      }
+      where = tensor.device().type() == c10::DeviceType::PrivateUse1;
+      if (!where && tensor.is_cpu() && tensor.dim() > 0) {
+        *host = true;
+      }
+      shape = sizes_tuple(tensor.sizes().vec());  // equal to the torch.Size, and hashed as it is
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (shape == nullptr) {
+      return true;
+    }
+    *device = *device || where;
+    PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(tensor.scalar_type()));  // borrowed
+    *part = PyTuple_Pack(3, shape, dtype, where ? Py_True : Py_False);
+    Py_DECREF(shape);
+    return true;
+  }
+  if (PyLong_CheckExact(value) || PyBool_Check(value) || value == Py_None) {
+    *part = PyTuple_Pack(2, reinterpret_cast<PyObject*>(Py_TYPE(value)), value);
+    return true;
+  }
+  int is_symbolic = PyObject_IsInstance(value, symbolic);
+  if (is_symbolic != 0) {
+    return is_symbolic < 0;  // an error, or a symbolic number: the Python function's
+  }
+  if (PyFloat_CheckExact(value)) {
+    // by its bits (float.hex), as the Python function keys it: -0.0 and 0.0, and NaNs, apart
+    PyObject* bits = PyObject_CallMethodNoArgs(value, hex_name);
+    if (bits != nullptr) {
+      *part = PyTuple_Pack(2, reinterpret_cast<PyObject*>(&PyFloat_Type), bits);
+      Py_DECREF(bits);
+    }
+    return true;
+  }
+  *part = PyTuple_Pack(2, reinterpret_cast<PyObject*>(Py_TYPE(value)), value);
+  return true;
+}
+
+// signature(facts, args, kwargs, flat, symbolic, python) -> key | python: `eager._signature`'s program key of an
+// op's call (`facts`, its arguments `args` and `kwargs`, flattened in `flat`), equal to the one the Python function
+// makes (a tuple of the sizes where it holds a torch.Size), or `python` where that function is to answer: a call
+// it answers None for or raises about (another layout, symbolic values, a CPU tensor next to a device tensor), or
+// one with a tensor subclass or other argument containers. `symbolic` is the tuple of torch's symbolic number types.
+PyObject* signature_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 6) {
+    PyErr_SetString(PyExc_TypeError, "signature(facts, args, kwargs, flat, symbolic, python) takes six arguments");
+    return nullptr;
+  }
+  PyObject* call_args = args[1];
+  PyObject* kwargs = args[2];
+  PyObject* flat = args[3];
+  PyObject* python = args[5];
+  if (!PyTuple_CheckExact(call_args) || !PyDict_CheckExact(kwargs) || !PyList_CheckExact(flat)) {
+    return Py_NewRef(python);
+  }
+  static PyObject* hex_name = interned("hex");
+  if (hex_name == nullptr) {
+    return nullptr;
+  }
+  Py_ssize_t positional = PyTuple_GET_SIZE(call_args);
+  Py_ssize_t keywords = PyDict_GET_SIZE(kwargs);
+  Py_ssize_t values = PyList_GET_SIZE(flat);
+  PyObject* names = PyTuple_New(keywords);
+  PyObject* structure = PyTuple_New(positional + keywords);
+  PyObject* key = PyTuple_New(4 + values);
+  PyObject* length = PyLong_FromSsize_t(positional);
+  bool failed = names == nullptr || structure == nullptr || key == nullptr || length == nullptr;
+  for (Py_ssize_t index = 0; !failed && index < positional; ++index) {
+    PyObject* extent = PyLong_FromLongLong(sequence_length(PyTuple_GET_ITEM(call_args, index)));
+    failed = extent == nullptr;
+    if (!failed) {
+      PyTuple_SET_ITEM(structure, index, extent);
+    }
+  }
+  Py_ssize_t position = 0;
+  PyObject* name = nullptr;
+  PyObject* value = nullptr;
+  for (Py_ssize_t index = 0; !failed && PyDict_Next(kwargs, &position, &name, &value); ++index) {
+    PyObject* extent = PyLong_FromLongLong(sequence_length(value));
+    failed = extent == nullptr;
+    if (!failed) {
+      PyTuple_SET_ITEM(names, index, Py_NewRef(name));
+      PyTuple_SET_ITEM(structure, positional + index, extent);
+    }
+  }
+  if (failed) {
+    Py_XDECREF(names);
+    Py_XDECREF(structure);
+    Py_XDECREF(key);
+    Py_XDECREF(length);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(key, 0, Py_NewRef(args[0]));
+  PyTuple_SET_ITEM(key, 1, length);
+  PyTuple_SET_ITEM(key, 2, names);
+  PyTuple_SET_ITEM(key, 3, structure);
+  bool host = false;
+  bool device = false;
+  for (Py_ssize_t index = 0; index < values; ++index) {
+    PyObject* part = nullptr;
+    if (!signature_part(PyList_GET_ITEM(flat, index), args[4], hex_name, &part, &host, &device)) {
+      Py_DECREF(key);
+      return Py_NewRef(python);
+    }
+    if (part == nullptr) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(key, 4 + index, part);
+  }
+  if (host && device) {
+    Py_DECREF(key);
+    return Py_NewRef(python);  // the Python function raises PyTorch's error about the devices
+  }
+  return key;
+}
+PyMethodDef signature_method = {
+    "signature", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(signature_fastcall)), METH_FASTCALL,
+    "signature(facts, args, kwargs, flat, symbolic, python) -> key | python"};
+}  // namespace
+
+// `signature_fastcall` as a builtin function (a new reference).
+PyObject* neuron_signature_function() {
+  return PyCFunction_New(&signature_method, nullptr);
+}
+
+namespace {
+// What `user_line` has learnt, as sources.py's dictionaries hold it: per code object (held: entries are never
+// dropped, so no other code object can take its address), whether it is torch's or the frontend's; per (code,
+// instruction offset) of a user's frame, its `file:line`; per autograd node name, the name with the suffix.
+std::unordered_map<PyObject*, bool>& skipped_codes() {
+  static auto* codes = new std::unordered_map<PyObject*, bool>();
+  return *codes;
+}
+std::map<std::pair<PyObject*, int>, PyObject*>& user_lines() {
+  static auto* lines = new std::map<std::pair<PyObject*, int>, PyObject*>();
+  return *lines;
+}
+std::unordered_map<std::string, PyObject*>& node_lines() {
+  static auto* names = new std::unordered_map<std::string, PyObject*>();
+  return *names;
+}
+
+// Whether code object `code` is torch's or the frontend's: its file starts with one of `skipped` (a tuple of str)
+// or is a frozen module's; -1 with an exception set.
+int not_the_users(PyObject* code, PyObject* skipped) {
+  auto& codes = skipped_codes();
+  auto found = codes.find(code);
+  if (found != codes.end()) {
+    return found->second ? 1 : 0;
+  }
+  PyObject* filename = reinterpret_cast<PyCodeObject*>(code)->co_filename;
+  bool skip = false;
+  for (Py_ssize_t index = 0; !skip && index < PyTuple_GET_SIZE(skipped); ++index) {
+    Py_ssize_t match = PyUnicode_Tailmatch(filename, PyTuple_GET_ITEM(skipped, index), 0, PY_SSIZE_T_MAX, -1);
+    if (match < 0) {
+      return -1;
+    }
+    skip = match == 1;
+  }
+  if (!skip) {
+    static PyObject* frozen = interned("<frozen");
+    Py_ssize_t match = frozen == nullptr ? -1 : PyUnicode_Tailmatch(filename, frozen, 0, PY_SSIZE_T_MAX, -1);
+    if (match < 0) {
+      return -1;
+    }
+    skip = match == 1;
+  }
+  Py_INCREF(code);
+  codes.emplace(code, skip);
+  return skip ? 1 : 0;
+}
+
+// user_line(issuer, engine_code, skipped, suffix) -> str: sources.user_line in one call. The walk starts at
+// `issuer.frame` (the frame a device kernel marked) or else at the calling Python frame, and goes out through
+// torch's and the frontend's frames (files under `skipped`) to the first other frame, `file:line`; it stops at
+// `engine_code` (the frame that hands a backward pass to the autograd engine), and then, as when no frame is left,
+// names the autograd node being run (its name and `suffix`), else ''.
+PyObject* user_line_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 4 || !PyTuple_Check(args[2]) || !PyUnicode_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "user_line(issuer, engine_code, skipped, suffix) takes a tuple of prefixes");
+    return nullptr;
+  }
+  static PyObject* frame_name = interned("frame");
+  if (frame_name == nullptr) {
+    return nullptr;
+  }
+  PyObject* marked = PyObject_GetAttr(args[0], frame_name);
+  if (marked == nullptr) {
+    return nullptr;
+  }
+  PyFrameObject* frame = nullptr;
+  if (PyFrame_Check(marked)) {
+    frame = reinterpret_cast<PyFrameObject*>(marked);
+  } else {
+    Py_DECREF(marked);
+    frame = PyEval_GetFrame();  // borrowed: the caller's frame
+    Py_XINCREF(frame);
+  }
+  PyObject* line = nullptr;
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);  // a new reference
+    PyObject* code_object = reinterpret_cast<PyObject*>(code);
+    if (code_object == args[1]) {
+      Py_DECREF(code);
+      break;
+    }
+    int skipped = not_the_users(code_object, args[2]);
+    if (skipped < 0) {
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return nullptr;
+    }
+    if (skipped == 0) {
+      // the same instructions issue the same ops step after step: each one's line worked out once
+      std::pair<PyObject*, int> where(code_object, PyFrame_GetLasti(frame));
+      auto& lines = user_lines();
+      auto found = lines.find(where);
+      if (found == lines.end()) {
+        PyObject* made = PyUnicode_FromFormat("%U:%d", code->co_filename, PyFrame_GetLineNumber(frame));
+        if (made == nullptr) {
+          Py_DECREF(code);
+          Py_DECREF(frame);
+          return nullptr;
+        }
+        Py_INCREF(code_object);  // the entry holds its code (`not_the_users` does too)
+        found = lines.emplace(where, made).first;
+      }
+      line = Py_NewRef(found->second);
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return line;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);  // a new reference, or null
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  std::string name;
+  try {
+    auto node = torch::autograd::get_current_node();
+    if (!node) {
+      return PyUnicode_FromString("");
+    }
+    name = node->name();
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+  auto& names = node_lines();
+  auto found = names.find(name);
+  if (found == names.end()) {
+    PyObject* bare = PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
+    PyObject* made = bare == nullptr ? nullptr : PyUnicode_Concat(bare, args[3]);
+    Py_XDECREF(bare);
+    if (made == nullptr) {
+      return nullptr;
+    }
+    found = names.emplace(name, made).first;
+  }
+  return Py_NewRef(found->second);
+}
+PyMethodDef user_line_method = {
+    "user_line", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(user_line_fastcall)), METH_FASTCALL,
+    "user_line(issuer, engine_code, skipped, suffix) -> str"};
+}  // namespace
+
+// `user_line_fastcall` as a builtin function (a new reference).
+PyObject* neuron_user_line_function() {
+  return PyCFunction_New(&user_line_method, nullptr);
 }
 
 }  // extern "C"
