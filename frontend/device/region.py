@@ -300,12 +300,21 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
 
 def _scalar_value(tensor: torch.Tensor) -> np.ndarray:
     """A copy of CPU tensor `tensor`'s values (a 0-d scalar operand's, taken when its op is recorded)."""
-    try:
-        # NumPy's own dtypes, neither a conjugate nor a negative view, no gradient: `numpy()` is the tensor's bytes
-        # (to_numpy's conversions and its import cost several times that, for a GELU's constants on every call)
-        return tensor.numpy().copy()
-    except (RuntimeError, TypeError):
-        return _numpy(tensor).copy()
+    if tensor.dim() == 0:
+        element = _SCALAR_ELEMENTS.get(tensor.dtype)
+        if element is None:
+            from neuron_mlir.frontend.tensors import numpy_dtype
+
+            element = _SCALAR_ELEMENTS[tensor.dtype] = np.dtype(numpy_dtype(tensor.dtype))
+        # its value as a Python number holds every value of its dtype exactly (bf16 and fp8 among them), and reads
+        # through a conjugate or negative bit: a fraction of to_numpy's cost (and its import), for a GELU's
+        # constants on every call
+        return np.array(tensor.item(), element)
+    return _numpy(tensor).copy()
+
+
+# torch dtype -> the NumPy dtype of its scalars' values (`_scalar_value`)
+_SCALAR_ELEMENTS: dict[torch.dtype, np.dtype] = {}
 
 
 def _gather(block: Any, tensor: torch.Tensor) -> Callable[[], np.ndarray]:
