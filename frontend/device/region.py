@@ -211,6 +211,8 @@ _DENSE_ARRAYS_ATTRIBUTE = storage._DENSE_ARRAYS_ATTRIBUTE
 # source `_source_of` is to work out
 _SLOW: Any = object()
 _sources_of: Callable[..., list[Any] | None] | None = None
+# the native hooks' registration of a recorded op's fresh results (`native.record_fresh()`, `use_native`)
+_record_fresh: Callable[..., tuple[int, int]] | None = None
 
 
 def _next_slow(found: list[Any], start: int) -> int | None:
@@ -226,11 +228,13 @@ def _may_be_native(operand: Any) -> bool:
     return isinstance(operand, torch.Tensor) and not operand.is_cpu and operand.is_contiguous()
 
 
-def use_native(sources_of: Callable[..., list[Any] | None] | None) -> None:
+def use_native(
+    sources_of: Callable[..., list[Any] | None] | None, record_fresh: Callable[..., tuple[int, int]] | None = None
+) -> None:
     """Find recorded ops' common operands' sources with the native hooks' `native.sources_of()`, or each with
-    `_source_of` (None)."""
-    global _sources_of
-    _sources_of = sources_of
+    `_source_of` (None); register their fresh results with `native.record_fresh()`, or in Python (None)."""
+    global _sources_of, _record_fresh
+    _sources_of, _record_fresh = sources_of, record_fresh
 
 
 def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
@@ -467,7 +471,23 @@ def record(
         target_blocks[value] = id(block)
         targets.append(outputs[len(targets)][1])
         value += 1
-    for index in range(fresh_from, count):
+    first = fresh_from
+    if _record_fresh is not None:
+        # the fresh results' entries in one native call, up to one it leaves here
+        value, first = _record_fresh(
+            outputs,
+            fresh_from,
+            pending,
+            stored,
+            target_blocks,
+            values,
+            targets,
+            value,
+            _Written,
+            _VALUE_SOURCES,
+            _BLOCK_ATTRIBUTE,
+        )
+    for index in range(first, count):
         # a fresh result: its block is new, so an entry under its id is a dead block's
         tensor, target = outputs[index]
         block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)

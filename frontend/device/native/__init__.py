@@ -168,6 +168,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_signature_function.restype = ctypes.py_object
     library.neuron_user_line_function.argtypes = []
     library.neuron_user_line_function.restype = ctypes.py_object
+    library.neuron_record_fresh_function.argtypes = []
+    library.neuron_record_fresh_function.restype = ctypes.py_object
     library.neuron_register_device_kernels.argtypes = [ctypes.py_object] * 5
     library.neuron_register_device_kernels.restype = ctypes.c_bool
     library.neuron_forget_fills.argtypes = []
@@ -357,6 +359,15 @@ def user_line() -> Callable[..., str] | None:
     library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_user_line_function())
+
+
+def record_fresh() -> Callable[..., tuple[int, int]] | None:
+    """The native loop of `region.record` over a recorded op's fresh results, `(outputs, first, pending, stored,
+    target_blocks, values, targets, value, written_type, value_sources, block_attribute) -> (value, next)`: each
+    result's pending value registered as the Python loop registers it, up to the first it leaves to that loop (a
+    storage without a block of its own). None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_record_fresh_function())
 
 
 def _set_reason(reason: str) -> None:

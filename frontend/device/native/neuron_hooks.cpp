@@ -1901,6 +1901,164 @@ PyObject* neuron_user_line_function() {
   return PyCFunction_New(&user_line_method, nullptr);
 }
 
+namespace {
+PyObject* one() {
+  static PyObject* constant = PyLong_FromLong(1);
+  return constant;
+}
+
+// One fresh result of a recorded op as `region.record` registers it: `entry`, its pending value (a new
+// region._Written), pending under its block's id, stored as value `value`, in the op's values and targets. False with
+// `*done` unset when the tensor's storage carries no block (the Python loop finds it); false with an exception set on
+// an error.
+bool register_fresh(PyObject* pair, PyObject* const* args, PyObject* value, bool* done) {
+  *done = false;
+  PyObject* pending = args[2];
+  PyObject* stored = args[3];
+  PyObject* target_blocks = args[4];
+  PyObject* values = args[5];
+  PyObject* targets = args[6];
+  PyObject* written_type = args[8];
+  PyObject* value_sources = args[9];
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !THPVariable_Check(PyTuple_GET_ITEM(pair, 0))) {
+    return true;  // the Python loop says what is wrong
+  }
+  PyObject* target = PyTuple_GET_ITEM(pair, 1);
+  if (!PyArray_Check(target)) {
+    return true;
+  }
+  const at::Tensor& tensor = THPVariable_Unpack(PyTuple_GET_ITEM(pair, 0));
+  PyObject* wrapped = nullptr;
+  try {
+    if (!tensor.defined() || !tensor.has_storage()) {
+      return true;
+    }
+    wrapped = THPStorage_Wrap(tensor.storage());
+  } catch (const std::exception&) {
+    return true;
+  }
+  if (wrapped == nullptr) {
+    PyErr_Clear();
+    return true;
+  }
+  PyObject* block = PyObject_GetAttr(wrapped, args[10]);
+  Py_DECREF(wrapped);
+  if (block == nullptr || block == Py_None) {
+    PyErr_Clear();
+    Py_XDECREF(block);
+    return true;  // a storage torch allocated itself: `storage.block_of` finds its block
+  }
+  static PyObject* value_name = interned("value");
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(tensor.scalar_type()));  // borrowed
+  PyArrayObject* array = reinterpret_cast<PyArrayObject*>(target);
+  PyObject* shape = PyTuple_New(PyArray_NDIM(array));
+  for (int axis = 0; shape != nullptr && axis < PyArray_NDIM(array); ++axis) {
+    PyObject* extent = PyLong_FromSsize_t(PyArray_DIM(array, axis));
+    if (extent == nullptr) {
+      Py_CLEAR(shape);
+      break;
+    }
+    PyTuple_SET_ITEM(shape, axis, extent);
+  }
+  PyObject* nbytes = PyLong_FromSsize_t(PyArray_NBYTES(array));
+  Py_ssize_t index = PyLong_AsSsize_t(value);
+  PyObject* source = nullptr;
+  if (index >= 0 && PyList_Check(value_sources) && index < PyList_GET_SIZE(value_sources)) {
+    source = Py_NewRef(PyList_GET_ITEM(value_sources, index));
+  } else if (!PyErr_Occurred() && value_name != nullptr) {
+    source = PyTuple_Pack(3, value_name, value, Py_None);
+  }
+  PyObject* entry = nullptr;
+  if (shape != nullptr && nbytes != nullptr && source != nullptr) {
+    PyObject* zero = PyLong_FromLong(0);
+    if (zero != nullptr) {
+      PyObject* fields[] = {value, zero, nbytes, dtype, shape, Py_None, source};
+      entry = PyObject_Vectorcall(written_type, fields, 7, nullptr);
+      Py_DECREF(zero);
+    }
+  }
+  Py_XDECREF(source);
+  Py_XDECREF(nbytes);
+  Py_XDECREF(shape);
+  PyObject* reference = entry == nullptr ? nullptr : PyWeakref_NewRef(block, nullptr);
+  PyObject* block_id = reference == nullptr ? nullptr : PyLong_FromVoidPtr(block);
+  Py_DECREF(block);
+  PyObject* entries = block_id == nullptr ? nullptr : PyList_New(1);
+  PyObject* held = nullptr;
+  PyObject* kept = nullptr;
+  bool ok = false;
+  if (entries != nullptr) {
+    PyList_SET_ITEM(entries, 0, Py_NewRef(entry));
+    held = PyTuple_Pack(2, reference, entries);
+    kept = held == nullptr ? nullptr : PyTuple_Pack(2, reference, entry);
+    ok = kept != nullptr && PyDict_SetItem(pending, block_id, held) == 0 && PyDict_SetItem(stored, value, kept) == 0 &&
+         PyDict_SetItem(target_blocks, value, block_id) == 0 && PyList_Append(values, value) == 0 &&
+         PyList_Append(targets, target) == 0;
+  }
+  Py_XDECREF(kept);
+  Py_XDECREF(held);
+  Py_XDECREF(entries);
+  Py_XDECREF(block_id);
+  Py_XDECREF(reference);
+  Py_XDECREF(entry);
+  *done = ok;
+  return false;
+}
+
+// record_fresh(outputs, first, pending, stored, target_blocks, values, targets, value, written_type, value_sources,
+//              block_attribute) -> (value, next):
+// `region.record`'s loop over a recorded op's fresh results, outputs[first:] ((tensor, array) pairs over new blocks),
+// in one call: each one's pending value (`written_type`, region._Written, of value id `value` on, its source from
+// `value_sources` where the list has it) under its block's id in `pending`, in `stored` and `target_blocks` by value
+// id, and its value id and array appended to `values` and `targets`. Returns the next value id and the position of
+// the first output it left to the Python loop (len(outputs) when none).
+PyObject* record_fresh_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 11 || !PyList_Check(args[0]) || !PyDict_Check(args[2]) || !PyDict_Check(args[3]) ||
+      !PyDict_Check(args[4]) || !PyList_Check(args[5]) || !PyList_Check(args[6]) || !PyLong_Check(args[7])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "record_fresh(outputs, first, pending, stored, target_blocks, values, targets, value, "
+                    "written_type, value_sources, block_attribute) takes lists, dicts and ints");
+    return nullptr;
+  }
+  if (!neuron::numpy_api_ready()) {
+    return nullptr;
+  }
+  Py_ssize_t first = PyLong_AsSsize_t(args[1]);
+  if (first == -1 && PyErr_Occurred()) {
+    return nullptr;
+  }
+  PyObject* value = Py_NewRef(args[7]);
+  Py_ssize_t length = PyList_GET_SIZE(args[0]);
+  Py_ssize_t index = first;
+  for (; index < length; ++index) {
+    bool done = false;
+    if (register_fresh(PyList_GET_ITEM(args[0], index), args, value, &done) || !done) {
+      if (PyErr_Occurred()) {
+        Py_DECREF(value);
+        return nullptr;
+      }
+      break;  // left to the Python loop
+    }
+    PyObject* next = PyNumber_Add(value, one());
+    Py_DECREF(value);
+    value = next;
+    if (value == nullptr) {
+      return nullptr;
+    }
+  }
+  return Py_BuildValue("(Nn)", value, index);
+}
+PyMethodDef record_fresh_method = {
+    "record_fresh", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(record_fresh_fastcall)), METH_FASTCALL,
+    "record_fresh(outputs, first, pending, stored, target_blocks, values, targets, value, written_type, "
+    "value_sources, block_attribute) -> (value, next)"};
+}  // namespace
+
+// `record_fresh_fastcall` as a builtin function (a new reference).
+PyObject* neuron_record_fresh_function() {
+  return PyCFunction_New(&record_fresh_method, nullptr);
+}
+
 }  // extern "C"
 
 // ---- the device's kernels of `empty`, `empty_strided` and the constant `fill_` ----
