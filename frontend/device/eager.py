@@ -996,6 +996,8 @@ def _fresh_result(position: int, fresh_tensors: dict[int, torch.Tensor], outputs
 # elements share memory (`x.expand(2, 3).fill_(5)`: ATen's scalar fill turns its overlap check off; a fill from a
 # tensor keeps it)
 _IDEMPOTENT_WRITES = frozenset({"aten.fill_.Scalar", "aten.zero_.default"})
+# the native hooks' `native.overlap_alone()` (None without them)
+_native_overlap_alone: Callable[..., list[bool] | None] | None = native.overlap_alone()
 
 
 def _check_overlap(program: _Program, flat: list[Any], name: str) -> list[bool]:
@@ -1005,6 +1007,13 @@ def _check_overlap(program: _Program, flat: list[Any], name: str) -> list[bool]:
     safe.
 
     Returns, per written tensor, whether it is the only operand over its storage (`_destinations`)."""
+    native = _native_overlap_alone
+    if native is not None:
+        # the common call, every written tensor contiguous and alone over its storage, told in one native call (a
+        # foreach op over a model's parameters writes dozens of tensors)
+        alone = native(flat, program.tensor_positions, program.written_positions)
+        if alone is not None:
+            return alone  # type: ignore[no-any-return]
     if len(program.tensor_positions) == 1:  # the written tensor alone (`fill_`, `zero_`, `relu_`): no other operand
         if name not in _IDEMPOTENT_WRITES:
             _check_internal_overlap(flat[program.written_positions[0]])

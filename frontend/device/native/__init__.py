@@ -170,6 +170,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_user_line_function.restype = ctypes.py_object
     library.neuron_record_fresh_function.argtypes = []
     library.neuron_record_fresh_function.restype = ctypes.py_object
+    library.neuron_overlap_alone_function.argtypes = []
+    library.neuron_overlap_alone_function.restype = ctypes.py_object
     library.neuron_register_device_kernels.argtypes = [ctypes.py_object] * 5
     library.neuron_register_device_kernels.restype = ctypes.c_bool
     library.neuron_forget_fills.argtypes = []
@@ -368,6 +370,14 @@ def record_fresh() -> Callable[..., tuple[int, int]] | None:
     storage without a block of its own). None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_record_fresh_function())
+
+
+def overlap_alone() -> Callable[..., list[bool] | None] | None:
+    """`eager._check_overlap` where it has nothing to check, `(flat, tensor_positions, written_positions) ->
+    [True, ...] | None`: every written tensor contiguous and the only operand over its storage; None for any other
+    call, which the Python function checks. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_overlap_alone_function())
 
 
 def _set_reason(reason: str) -> None:

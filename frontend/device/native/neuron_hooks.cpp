@@ -2059,6 +2059,84 @@ PyObject* neuron_record_fresh_function() {
   return PyCFunction_New(&record_fresh_method, nullptr);
 }
 
+namespace {
+// A position of `flat` from list `positions`, or -1 (with an exception set when it is no int in range).
+Py_ssize_t position_in(PyObject* positions, Py_ssize_t index, Py_ssize_t length) {
+  Py_ssize_t position = PyLong_AsSsize_t(PyList_GET_ITEM(positions, index));
+  if (position == -1 && PyErr_Occurred()) {
+    return -1;
+  }
+  if (position < 0 || position >= length) {
+    PyErr_SetString(PyExc_IndexError, "overlap_alone: a position outside the flattened arguments");
+    return -1;
+  }
+  return position;
+}
+
+// overlap_alone(flat, tensor_positions, written_positions) -> [True, ...] | None: `eager._check_overlap` for the
+// calls where it has nothing to check: every written tensor contiguous (no internal overlap) and the only operand
+// over its storage (told, as there, by the CPU-or-not flag and the storage's address), so that no operand can overlap
+// it and each is alone. None for any other call (a written tensor's storage read by another operand, a strided
+// written tensor, an operand that is no tensor with a storage): the Python function checks those.
+PyObject* overlap_alone_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "overlap_alone(flat, tensor_positions, written_positions) takes three lists");
+    return nullptr;
+  }
+  Py_ssize_t length = PyList_GET_SIZE(args[0]);
+  std::map<std::pair<bool, const void*>, int> operands;
+  std::vector<std::pair<bool, const void*>> written;
+  try {
+    for (int list = 1; list <= 2; ++list) {
+      for (Py_ssize_t index = 0; index < PyList_GET_SIZE(args[list]); ++index) {
+        Py_ssize_t position = position_in(args[list], index, length);
+        if (position < 0) {
+          return nullptr;
+        }
+        PyObject* operand = PyList_GET_ITEM(args[0], position);
+        if (!THPVariable_Check(operand)) {
+          Py_RETURN_NONE;
+        }
+        const at::Tensor& tensor = THPVariable_Unpack(operand);
+        if (!tensor.defined() || !tensor.has_storage()) {
+          Py_RETURN_NONE;
+        }
+        std::pair<bool, const void*> key(tensor.is_cpu(), tensor.storage().data());
+        if (list == 1) {
+          ++operands[key];
+        } else {
+          if (!tensor.is_contiguous()) {
+            Py_RETURN_NONE;
+          }
+          written.push_back(key);
+        }
+      }
+    }
+  } catch (const std::exception&) {
+    Py_RETURN_NONE;
+  }
+  for (const auto& key : written) {
+    auto found = operands.find(key);
+    if (found == operands.end() || found->second != 1) {
+      Py_RETURN_NONE;
+    }
+  }
+  PyObject* alone = PyList_New(static_cast<Py_ssize_t>(written.size()));
+  for (Py_ssize_t index = 0; alone != nullptr && index < static_cast<Py_ssize_t>(written.size()); ++index) {
+    PyList_SET_ITEM(alone, index, Py_NewRef(Py_True));
+  }
+  return alone;
+}
+PyMethodDef overlap_alone_method = {
+    "overlap_alone", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(overlap_alone_fastcall)), METH_FASTCALL,
+    "overlap_alone(flat, tensor_positions, written_positions) -> [True, ...] | None"};
+}  // namespace
+
+// `overlap_alone_fastcall` as a builtin function (a new reference).
+PyObject* neuron_overlap_alone_function() {
+  return PyCFunction_New(&overlap_alone_method, nullptr);
+}
+
 }  // extern "C"
 
 // ---- the device's kernels of `empty`, `empty_strided` and the constant `fill_` ----
