@@ -507,7 +507,7 @@ def _signature(
         # the same key in one native call (every eager op asks), or the Python path's answer for the calls it leaves
         key = native(facts, args, kwargs, flat, _SYMBOLIC, _PYTHON_PATH)
         if key is not _PYTHON_PATH:
-            return key  # type: ignore[no-any-return]
+            return key
     sequence = _SEQUENCES
     structure = [len(v) if isinstance(v, sequence) else -1 for v in args]
     if kwargs:
@@ -1011,9 +1011,9 @@ def _check_overlap(program: _Program, flat: list[Any], name: str) -> list[bool]:
     if native is not None:
         # the common call, every written tensor contiguous and alone over its storage, told in one native call (a
         # foreach op over a model's parameters writes dozens of tensors)
-        alone = native(flat, program.tensor_positions, program.written_positions)
-        if alone is not None:
-            return alone  # type: ignore[no-any-return]
+        answered = native(flat, program.tensor_positions, program.written_positions)
+        if answered is not None:
+            return answered
     if len(program.tensor_positions) == 1:  # the written tensor alone (`fill_`, `zero_`, `relu_`): no other operand
         if name not in _IDEMPOTENT_WRITES:
             _check_internal_overlap(flat[program.written_positions[0]])

@@ -408,9 +408,10 @@ def record(
         if _sources_of is None
         else _sources_of(operands, region, _INPUT_SOURCES, _BLOCK_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE, _held, _SLOW)
     )
-    for index, source in enumerate(found or ()):
+    listed: list[Any] = found or []
+    for index, source in enumerate(listed):
         if source is _SLOW:
-            source = found[index] = _source_of(operands[index])  # type: ignore[index]
+            source = listed[index] = _source_of(operands[index])
             if source is None:
                 found = None
                 break
@@ -418,7 +419,7 @@ def record(
                 # the native reader adds no input after an operand it leaves here (the inputs come in the operands'
                 # order): with this one's input added, it answers the next operand it left for lack of that
                 # order, and those after it (a foreach op's dozens of operands)
-                later = _next_slow(found, index + 1)
+                later = _next_slow(listed, index + 1)
                 if later is not None and _may_be_native(operands[later]):
                     rest = _sources_of(
                         operands[later:],
@@ -432,7 +433,7 @@ def record(
                     if rest is None:
                         found = None
                         break
-                    found[later:] = rest
+                    listed[later:] = rest
     if found is None:
         # the region runs without the inputs this op added
         del region.inputs[mark:], region.input_types[mark:]

@@ -75,7 +75,7 @@ def user_line() -> str:
     if native is _UNKNOWN:
         native = _native_walk_once()
     if native is not None:
-        return native(_issuer, _engine_code or _engine_entry(), _skipped_directories or _skipped(), _BACKWARD_SUFFIX)  # type: ignore[no-any-return]
+        return native(_issuer, _engine_code or _engine_entry(), _skipped_directories or _skipped(), _BACKWARD_SUFFIX)
     frame: FrameType | None = _issuer.frame or sys._getframe(1)
     skipped = _not_the_users
     engine_entry = _engine_code or _engine_entry()

@@ -343,7 +343,7 @@ def test_an_eager_ops_program_key_comes_from_one_native_call(monkeypatch: pytest
     class Subclass(torch.Tensor):
         pass
 
-    left = [
+    left: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = [
         (add, (x, torch.ones(3, 4)), {}),
         (add, (torch.ones(3, 4).to_sparse(), torch.ones(3, 4).to_sparse()), {}),
         (add, (x.as_subclass(Subclass), x), {}),

@@ -47,7 +47,7 @@ def test_an_entry_left_under_the_id_by_another_code_object_is_not_used(monkeypat
 def _step(weight: torch.Tensor, x: torch.Tensor) -> None:
     loss = torch.nn.functional.gelu(x @ weight).sum()
     loss.backward()
-    torch.neuron.synchronize()
+    torch.get_device_module("neuron").synchronize()
 
 
 def test_the_native_walk_answers_as_the_python_walk(monkeypatch):
