@@ -40,7 +40,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend import stats
-from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
+from neuron_mlir.frontend.device import bounded, dispatch, native, region, sources, storage, streams
 from neuron_mlir.frontend.device.registration import hide_from_dynamo
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 
@@ -502,6 +502,12 @@ def _signature(
 
     Raises PyTorch's error for a device tensor next to a CPU tensor (`dispatch.check_same_device`, whose test it
     makes on the way over the tensors)."""
+    native = _native_signature
+    if native is not None:
+        # the same key in one native call (every eager op asks), or the Python path's answer for the calls it leaves
+        key = native(facts, args, kwargs, flat, _SYMBOLIC, _PYTHON_PATH)
+        if key is not _PYTHON_PATH:
+            return key
     sequence = _SEQUENCES
     structure = [len(v) if isinstance(v, sequence) else -1 for v in args]
     if kwargs:
@@ -537,6 +543,10 @@ def _signature(
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# the native hooks' maker of `_signature`'s keys (None without the hooks), and what it answers for the calls it
+# leaves to the Python path
+_native_signature: Callable[..., Any] | None = native.signature()
+_PYTHON_PATH: Any = object()
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -986,6 +996,8 @@ def _fresh_result(position: int, fresh_tensors: dict[int, torch.Tensor], outputs
 # elements share memory (`x.expand(2, 3).fill_(5)`: ATen's scalar fill turns its overlap check off; a fill from a
 # tensor keeps it)
 _IDEMPOTENT_WRITES = frozenset({"aten.fill_.Scalar", "aten.zero_.default"})
+# the native hooks' `native.overlap_alone()` (None without them)
+_native_overlap_alone: Callable[..., list[bool] | None] | None = native.overlap_alone()
 
 
 def _check_overlap(program: _Program, flat: list[Any], name: str) -> list[bool]:
@@ -995,6 +1007,13 @@ def _check_overlap(program: _Program, flat: list[Any], name: str) -> list[bool]:
     safe.
 
     Returns, per written tensor, whether it is the only operand over its storage (`_destinations`)."""
+    native = _native_overlap_alone
+    if native is not None:
+        # the common call, every written tensor contiguous and alone over its storage, told in one native call (a
+        # foreach op over a model's parameters writes dozens of tensors)
+        answered = native(flat, program.tensor_positions, program.written_positions)
+        if answered is not None:
+            return answered
     if len(program.tensor_positions) == 1:  # the written tensor alone (`fill_`, `zero_`, `relu_`): no other operand
         if name not in _IDEMPOTENT_WRITES:
             _check_internal_overlap(flat[program.written_positions[0]])

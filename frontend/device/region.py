@@ -150,7 +150,7 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
     exactly (the region must run first)."""
     region = _region
     if tensor.is_cpu:
-        region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
+        region.inputs.append(_held(_scalar_value(tensor)))  # a 0-d scalar: its value now
         region.input_types.append((tuple(tensor.shape), tensor.dtype))
         return ("input", len(region.inputs) - 1)
     block, stored, offset, contiguous, plain = storage._tensor_facts(
@@ -202,19 +202,39 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
 
 # the sources of the first inputs, made once: a region reads hundreds of inputs step after step
 _INPUT_SOURCES: list[Source] = [("input", index) for index in range(1024)]
+# the sources of the first values as themselves, made once for the same reason (and a region's objects are fewer for
+# the collector to scan while it is pending)
+_VALUE_SOURCES: list[Source] = [("value", value, None) for value in range(4096)]
 _BLOCK_ATTRIBUTE = storage._BLOCK_ATTRIBUTE
 _DENSE_ARRAYS_ATTRIBUTE = storage._DENSE_ARRAYS_ATTRIBUTE
 # what the native reader of operands' sources (`native.sources_of()`, `use_native`) answers for an operand whose
 # source `_source_of` is to work out
 _SLOW: Any = object()
 _sources_of: Callable[..., list[Any] | None] | None = None
+# the native hooks' registration of a recorded op's fresh results (`native.record_fresh()`, `use_native`)
+_record_fresh: Callable[..., tuple[int, int]] | None = None
 
 
-def use_native(sources_of: Callable[..., list[Any] | None] | None) -> None:
+def _next_slow(found: list[Any], start: int) -> int | None:
+    """The position of the first operand from `start` on that the native reader left to `_source_of`."""
+    for position in range(start, len(found)):
+        if found[position] is _SLOW:
+            return position
+    return None
+
+
+def _may_be_native(operand: Any) -> bool:
+    """Whether the native reader may answer for `operand` (a contiguous device tensor; it leaves the others)."""
+    return isinstance(operand, torch.Tensor) and not operand.is_cpu and operand.is_contiguous()
+
+
+def use_native(
+    sources_of: Callable[..., list[Any] | None] | None, record_fresh: Callable[..., tuple[int, int]] | None = None
+) -> None:
     """Find recorded ops' common operands' sources with the native hooks' `native.sources_of()`, or each with
-    `_source_of` (None)."""
-    global _sources_of
-    _sources_of = sources_of
+    `_source_of` (None); register their fresh results with `native.record_fresh()`, or in Python (None)."""
+    global _sources_of, _record_fresh
+    _sources_of, _record_fresh = sources_of, record_fresh
 
 
 def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
@@ -280,6 +300,25 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
     from neuron_mlir.frontend.tensors import to_numpy
 
     return to_numpy(tensor)
+
+
+def _scalar_value(tensor: torch.Tensor) -> np.ndarray:
+    """A copy of CPU tensor `tensor`'s values (a 0-d scalar operand's, taken when its op is recorded)."""
+    if tensor.dim() == 0:
+        element = _SCALAR_ELEMENTS.get(tensor.dtype)
+        if element is None:
+            from neuron_mlir.frontend.tensors import numpy_dtype
+
+            element = _SCALAR_ELEMENTS[tensor.dtype] = np.dtype(numpy_dtype(tensor.dtype))
+        # its value as a Python number holds every value of its dtype exactly (bf16 and fp8 among them), and reads
+        # through a conjugate or negative bit: a fraction of to_numpy's cost (and its import), for a GELU's
+        # constants on every call
+        return np.array(tensor.item(), element)
+    return _numpy(tensor).copy()
+
+
+# torch dtype -> the NumPy dtype of its scalars' values (`_scalar_value`)
+_SCALAR_ELEMENTS: dict[torch.dtype, np.dtype] = {}
 
 
 def _gather(block: Any, tensor: torch.Tensor) -> Callable[[], np.ndarray]:
@@ -369,12 +408,32 @@ def record(
         if _sources_of is None
         else _sources_of(operands, region, _INPUT_SOURCES, _BLOCK_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE, _held, _SLOW)
     )
-    for index, source in enumerate(found or ()):
+    listed: list[Any] = found or []
+    for index, source in enumerate(listed):
         if source is _SLOW:
-            source = found[index] = _source_of(operands[index])  # type: ignore[index]
+            source = listed[index] = _source_of(operands[index])
             if source is None:
                 found = None
                 break
+            if _sources_of is not None:
+                # the native reader adds no input after an operand it leaves here (the inputs come in the operands'
+                # order): with this one's input added, it answers the next operand it left for lack of that
+                # order, and those after it (a foreach op's dozens of operands)
+                later = _next_slow(listed, index + 1)
+                if later is not None and _may_be_native(operands[later]):
+                    rest = _sources_of(
+                        operands[later:],
+                        region,
+                        _INPUT_SOURCES,
+                        _BLOCK_ATTRIBUTE,
+                        _DENSE_ARRAYS_ATTRIBUTE,
+                        _held,
+                        _SLOW,
+                    )
+                    if rest is None:
+                        found = None
+                        break
+                    listed[later:] = rest
     if found is None:
         # the region runs without the inputs this op added
         del region.inputs[mark:], region.input_types[mark:]
@@ -396,7 +455,7 @@ def record(
     for tensor, block, dtype, start, nbytes, held, contiguous in spans:
         values.append(value)
         strides = None if contiguous else tuple(tensor.stride())
-        entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides, ("value", value, None))
+        entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides, _value_source(value))
         if held is None:
             # `held` of an earlier output of this op may be this block's too (two outputs into one block)
             held = pending.get(id(block))
@@ -413,13 +472,29 @@ def record(
         target_blocks[value] = id(block)
         targets.append(outputs[len(targets)][1])
         value += 1
-    for index in range(fresh_from, count):
+    first = fresh_from
+    if _record_fresh is not None:
+        # the fresh results' entries in one native call, up to one it leaves here
+        value, first = _record_fresh(
+            outputs,
+            fresh_from,
+            pending,
+            stored,
+            target_blocks,
+            values,
+            targets,
+            value,
+            _Written,
+            _VALUE_SOURCES,
+            _BLOCK_ATTRIBUTE,
+        )
+    for index in range(first, count):
         # a fresh result: its block is new, so an entry under its id is a dead block's
         tensor, target = outputs[index]
         block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
         dtype = tensor.dtype
         shape = target.shape  # the array over the tensor's bytes, of its shape
-        entry = _Written(value, 0, target.nbytes, dtype, shape, None, ("value", value, None))
+        entry = _Written(value, 0, target.nbytes, dtype, shape, None, _value_source(value))
         reference = weakref.ref(block)
         pending[id(block)] = (reference, [entry])
         stored[value] = (reference, entry)
@@ -432,6 +507,10 @@ def record(
     if len(region.ops) >= region.limit:
         flush()
     return True
+
+
+def _value_source(value: int) -> Source:
+    return _VALUE_SOURCES[value] if value < len(_VALUE_SOURCES) else ("value", value, None)
 
 
 _graph_task_id = torch._C._current_graph_task_id

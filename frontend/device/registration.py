@@ -139,7 +139,7 @@ def register() -> None:
         )
         from neuron_mlir.frontend.device import region
 
-        region.use_native(native.sources_of())
+        region.use_native(native.sources_of(), native.record_fresh())
         # `ones_like` (the gradient `loss.backward()` starts from) without the Python fallback's call per op
         native.register_device_kernels(
             dispatch.native_fill,

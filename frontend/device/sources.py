@@ -17,6 +17,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from types import CodeType, FrameType
+from typing import Any
 
 import torch
 
@@ -66,7 +67,15 @@ def user_line() -> str:
     The autograd engine runs a backward pass on the thread that called `backward()` (see `registration`), below
     the user's `loss.backward()` frame: the walk stops at the engine's entry, so that an op of the pass is named
     by its node, as when the engine ran it on a thread of its own, while a user's frame inside the pass (a
-    custom Function's backward, a hook) still names it."""
+    custom Function's backward, a hook) still names it.
+
+    With the native hooks the walk is one native call (`native.user_line()`, with caches of its own of the same
+    facts)."""
+    native = _native_walk
+    if native is _UNKNOWN:
+        native = _native_walk_once()
+    if native is not None:
+        return native(_issuer, _engine_code or _engine_entry(), _skipped_directories or _skipped(), _BACKWARD_SUFFIX)
     frame: FrameType | None = _issuer.frame or sys._getframe(1)
     skipped = _not_the_users
     engine_entry = _engine_code or _engine_entry()
@@ -89,6 +98,20 @@ def user_line() -> str:
         frame = frame.f_back
     node = torch._C._current_autograd_node()
     return node.name() + _BACKWARD_SUFFIX if node is not None else ""
+
+
+_UNKNOWN: Any = object()
+# the native hooks' walk (`native.user_line()`), None without them; looked up with the first line asked for, after
+# the device's registration has loaded the hooks
+_native_walk: Any = _UNKNOWN
+
+
+def _native_walk_once() -> Any:
+    global _native_walk
+    from neuron_mlir.frontend.device import native
+
+    _native_walk = native.user_line() if native.loaded() else None
+    return _native_walk
 
 
 class _Issuer(threading.local):

@@ -164,6 +164,14 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_tensor_facts_function.restype = ctypes.py_object
     library.neuron_sources_of_function.argtypes = []
     library.neuron_sources_of_function.restype = ctypes.py_object
+    library.neuron_signature_function.argtypes = []
+    library.neuron_signature_function.restype = ctypes.py_object
+    library.neuron_user_line_function.argtypes = []
+    library.neuron_user_line_function.restype = ctypes.py_object
+    library.neuron_record_fresh_function.argtypes = []
+    library.neuron_record_fresh_function.restype = ctypes.py_object
+    library.neuron_overlap_alone_function.argtypes = []
+    library.neuron_overlap_alone_function.restype = ctypes.py_object
     library.neuron_register_device_kernels.argtypes = [ctypes.py_object] * 5
     library.neuron_register_device_kernels.restype = ctypes.c_bool
     library.neuron_forget_fills.argtypes = []
@@ -335,6 +343,41 @@ def sources_of() -> Callable[..., list[Any] | None] | None:
     when an operand's bytes are pending as another dtype (the region runs first). None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_sources_of_function())
+
+
+def signature() -> Callable[..., Any] | None:
+    """The native maker of an eager op's program key, `(facts, args, kwargs, flat, symbolic, python) -> key |
+    python`: the key `eager._signature` makes (equal to it, sizes as plain tuples), or `python` for the calls that
+    function is to answer itself (other layouts, symbolic values, a CPU tensor beside a device tensor, tensor
+    subclasses). None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_signature_function())
+
+
+def user_line() -> Callable[..., str] | None:
+    """The native walk for the user's source line of an eager op, `(issuer, engine_code, skipped, suffix) -> str`:
+    `sources.user_line` in one call (the frame `issuer.frame` marks or the caller's, out through the files under the
+    prefixes `skipped`, stopping at `engine_code`, else the autograd node's name and `suffix`). None without the
+    library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_user_line_function())
+
+
+def record_fresh() -> Callable[..., tuple[int, int]] | None:
+    """The native loop of `region.record` over a recorded op's fresh results, `(outputs, first, pending, stored,
+    target_blocks, values, targets, value, written_type, value_sources, block_attribute) -> (value, next)`: each
+    result's pending value registered as the Python loop registers it, up to the first it leaves to that loop (a
+    storage without a block of its own). None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_record_fresh_function())
+
+
+def overlap_alone() -> Callable[..., list[bool] | None] | None:
+    """`eager._check_overlap` where it has nothing to check, `(flat, tensor_positions, written_positions) ->
+    [True, ...] | None`: every written tensor contiguous and the only operand over its storage; None for any other
+    call, which the Python function checks. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_overlap_alone_function())
 
 
 def _set_reason(reason: str) -> None:

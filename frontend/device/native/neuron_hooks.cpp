@@ -42,6 +42,8 @@
 #include <cstring>
 #include <vector>
 #include <map>
+#include <string>
+#include <unordered_map>
 #include <mutex>
 #include <tuple>
 
@@ -1594,6 +1596,545 @@ PyMethodDef sources_of_method = {
 // `sources_of_fastcall` as a builtin function (a new reference).
 PyObject* neuron_sources_of_function() {
   return PyCFunction_New(&sources_of_method, nullptr);
+}
+
+namespace {
+// The length of `value` when it is a list or a tuple (subclasses too: a torch.Size), else -1, as eager._signature's
+// structure of the arguments counts it.
+long long sequence_length(PyObject* value) {
+  if (PyList_Check(value)) {
+    return PyList_GET_SIZE(value);
+  }
+  return PyTuple_Check(value) ? PyTuple_GET_SIZE(value) : -1;
+}
+
+// The part of a program key `eager._signature` gives one flattened argument `value`, in `*part` (a new reference):
+// false when the Python function is to answer the whole call (a tensor of another layout or of symbolic sizes, a
+// symbolic number, a tensor subclass whose facts are Python's), true with `*part` null and an exception set on an
+// error. `*host` and `*device` record a CPU tensor of one dimension or more and a device tensor.
+bool signature_part(PyObject* value, PyObject* symbolic, PyObject* hex_name, PyObject** part, bool* host,
+                    bool* device) {
+  *part = nullptr;
+  if (THPVariable_Check(value)) {
+    // a subclass may answer `shape` and `dtype` in Python: only torch.Tensor and Parameter are read here
+    if (!THPVariable_CheckExact(value)) {
+      return false;
+    }
+    const at::Tensor& tensor = THPVariable_Unpack(value);
+    PyObject* shape = nullptr;
+    bool where = false;
+    try {
+      if (!tensor.defined() || tensor.layout() != c10::kStrided ||
+          tensor.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+        return false;
+      }
+      where = tensor.device().type() == c10::DeviceType::PrivateUse1;
+      if (!where && tensor.is_cpu() && tensor.dim() > 0) {
+        *host = true;
+      }
+      shape = sizes_tuple(tensor.sizes().vec());  // equal to the torch.Size, and hashed as it is
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (shape == nullptr) {
+      return true;
+    }
+    *device = *device || where;
+    PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(tensor.scalar_type()));  // borrowed
+    *part = PyTuple_Pack(3, shape, dtype, where ? Py_True : Py_False);
+    Py_DECREF(shape);
+    return true;
+  }
+  if (PyLong_CheckExact(value) || PyBool_Check(value) || value == Py_None) {
+    *part = PyTuple_Pack(2, reinterpret_cast<PyObject*>(Py_TYPE(value)), value);
+    return true;
+  }
+  int is_symbolic = PyObject_IsInstance(value, symbolic);
+  if (is_symbolic != 0) {
+    return is_symbolic < 0;  // an error, or a symbolic number: the Python function's
+  }
+  if (PyFloat_CheckExact(value)) {
+    // by its bits (float.hex), as the Python function keys it: -0.0 and 0.0, and NaNs, apart
+    PyObject* bits = PyObject_CallMethodNoArgs(value, hex_name);
+    if (bits != nullptr) {
+      *part = PyTuple_Pack(2, reinterpret_cast<PyObject*>(&PyFloat_Type), bits);
+      Py_DECREF(bits);
+    }
+    return true;
+  }
+  *part = PyTuple_Pack(2, reinterpret_cast<PyObject*>(Py_TYPE(value)), value);
+  return true;
+}
+
+// signature(facts, args, kwargs, flat, symbolic, python) -> key | python: `eager._signature`'s program key of an
+// op's call (`facts`, its arguments `args` and `kwargs`, flattened in `flat`), equal to the one the Python function
+// makes (a tuple of the sizes where it holds a torch.Size), or `python` where that function is to answer: a call
+// it answers None for or raises about (another layout, symbolic values, a CPU tensor next to a device tensor), or
+// one with a tensor subclass or other argument containers. `symbolic` is the tuple of torch's symbolic number types.
+PyObject* signature_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 6) {
+    PyErr_SetString(PyExc_TypeError, "signature(facts, args, kwargs, flat, symbolic, python) takes six arguments");
+    return nullptr;
+  }
+  PyObject* call_args = args[1];
+  PyObject* kwargs = args[2];
+  PyObject* flat = args[3];
+  PyObject* python = args[5];
+  if (!PyTuple_CheckExact(call_args) || !PyDict_CheckExact(kwargs) || !PyList_CheckExact(flat)) {
+    return Py_NewRef(python);
+  }
+  static PyObject* hex_name = interned("hex");
+  if (hex_name == nullptr) {
+    return nullptr;
+  }
+  Py_ssize_t positional = PyTuple_GET_SIZE(call_args);
+  Py_ssize_t keywords = PyDict_GET_SIZE(kwargs);
+  Py_ssize_t values = PyList_GET_SIZE(flat);
+  PyObject* names = PyTuple_New(keywords);
+  PyObject* structure = PyTuple_New(positional + keywords);
+  PyObject* key = PyTuple_New(4 + values);
+  PyObject* length = PyLong_FromSsize_t(positional);
+  bool failed = names == nullptr || structure == nullptr || key == nullptr || length == nullptr;
+  for (Py_ssize_t index = 0; !failed && index < positional; ++index) {
+    PyObject* extent = PyLong_FromLongLong(sequence_length(PyTuple_GET_ITEM(call_args, index)));
+    failed = extent == nullptr;
+    if (!failed) {
+      PyTuple_SET_ITEM(structure, index, extent);
+    }
+  }
+  Py_ssize_t position = 0;
+  PyObject* name = nullptr;
+  PyObject* value = nullptr;
+  for (Py_ssize_t index = 0; !failed && PyDict_Next(kwargs, &position, &name, &value); ++index) {
+    PyObject* extent = PyLong_FromLongLong(sequence_length(value));
+    failed = extent == nullptr;
+    if (!failed) {
+      PyTuple_SET_ITEM(names, index, Py_NewRef(name));
+      PyTuple_SET_ITEM(structure, positional + index, extent);
+    }
+  }
+  if (failed) {
+    Py_XDECREF(names);
+    Py_XDECREF(structure);
+    Py_XDECREF(key);
+    Py_XDECREF(length);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(key, 0, Py_NewRef(args[0]));
+  PyTuple_SET_ITEM(key, 1, length);
+  PyTuple_SET_ITEM(key, 2, names);
+  PyTuple_SET_ITEM(key, 3, structure);
+  bool host = false;
+  bool device = false;
+  for (Py_ssize_t index = 0; index < values; ++index) {
+    PyObject* part = nullptr;
+    if (!signature_part(PyList_GET_ITEM(flat, index), args[4], hex_name, &part, &host, &device)) {
+      Py_DECREF(key);
+      return Py_NewRef(python);
+    }
+    if (part == nullptr) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(key, 4 + index, part);
+  }
+  if (host && device) {
+    Py_DECREF(key);
+    return Py_NewRef(python);  // the Python function raises PyTorch's error about the devices
+  }
+  return key;
+}
+PyMethodDef signature_method = {
+    "signature", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(signature_fastcall)), METH_FASTCALL,
+    "signature(facts, args, kwargs, flat, symbolic, python) -> key | python"};
+}  // namespace
+
+// `signature_fastcall` as a builtin function (a new reference).
+PyObject* neuron_signature_function() {
+  return PyCFunction_New(&signature_method, nullptr);
+}
+
+namespace {
+// What `user_line` has learnt, as sources.py's dictionaries hold it: per code object (held: entries are never
+// dropped, so no other code object can take its address), whether it is torch's or the frontend's; per (code,
+// instruction offset) of a user's frame, its `file:line`; per autograd node name, the name with the suffix.
+std::unordered_map<PyObject*, bool>& skipped_codes() {
+  static auto* codes = new std::unordered_map<PyObject*, bool>();
+  return *codes;
+}
+std::map<std::pair<PyObject*, int>, PyObject*>& user_lines() {
+  static auto* lines = new std::map<std::pair<PyObject*, int>, PyObject*>();
+  return *lines;
+}
+std::unordered_map<std::string, PyObject*>& node_lines() {
+  static auto* names = new std::unordered_map<std::string, PyObject*>();
+  return *names;
+}
+
+// Whether code object `code` is torch's or the frontend's: its file starts with one of `skipped` (a tuple of str)
+// or is a frozen module's; -1 with an exception set.
+int not_the_users(PyObject* code, PyObject* skipped) {
+  auto& codes = skipped_codes();
+  auto found = codes.find(code);
+  if (found != codes.end()) {
+    return found->second ? 1 : 0;
+  }
+  PyObject* filename = reinterpret_cast<PyCodeObject*>(code)->co_filename;
+  bool skip = false;
+  for (Py_ssize_t index = 0; !skip && index < PyTuple_GET_SIZE(skipped); ++index) {
+    Py_ssize_t match = PyUnicode_Tailmatch(filename, PyTuple_GET_ITEM(skipped, index), 0, PY_SSIZE_T_MAX, -1);
+    if (match < 0) {
+      return -1;
+    }
+    skip = match == 1;
+  }
+  if (!skip) {
+    static PyObject* frozen = interned("<frozen");
+    Py_ssize_t match = frozen == nullptr ? -1 : PyUnicode_Tailmatch(filename, frozen, 0, PY_SSIZE_T_MAX, -1);
+    if (match < 0) {
+      return -1;
+    }
+    skip = match == 1;
+  }
+  Py_INCREF(code);
+  codes.emplace(code, skip);
+  return skip ? 1 : 0;
+}
+
+// user_line(issuer, engine_code, skipped, suffix) -> str: sources.user_line in one call. The walk starts at
+// `issuer.frame` (the frame a device kernel marked) or else at the calling Python frame, and goes out through
+// torch's and the frontend's frames (files under `skipped`) to the first other frame, `file:line`; it stops at
+// `engine_code` (the frame that hands a backward pass to the autograd engine), and then, as when no frame is left,
+// names the autograd node being run (its name and `suffix`), else ''.
+PyObject* user_line_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 4 || !PyTuple_Check(args[2]) || !PyUnicode_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "user_line(issuer, engine_code, skipped, suffix) takes a tuple of prefixes");
+    return nullptr;
+  }
+  static PyObject* frame_name = interned("frame");
+  if (frame_name == nullptr) {
+    return nullptr;
+  }
+  PyObject* marked = PyObject_GetAttr(args[0], frame_name);
+  if (marked == nullptr) {
+    return nullptr;
+  }
+  PyFrameObject* frame = nullptr;
+  if (PyFrame_Check(marked)) {
+    frame = reinterpret_cast<PyFrameObject*>(marked);
+  } else {
+    Py_DECREF(marked);
+    frame = PyEval_GetFrame();  // borrowed: the caller's frame
+    Py_XINCREF(frame);
+  }
+  PyObject* line = nullptr;
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);  // a new reference
+    PyObject* code_object = reinterpret_cast<PyObject*>(code);
+    if (code_object == args[1]) {
+      Py_DECREF(code);
+      break;
+    }
+    int skipped = not_the_users(code_object, args[2]);
+    if (skipped < 0) {
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return nullptr;
+    }
+    if (skipped == 0) {
+      // the same instructions issue the same ops step after step: each one's line worked out once
+      std::pair<PyObject*, int> where(code_object, PyFrame_GetLasti(frame));
+      auto& lines = user_lines();
+      auto found = lines.find(where);
+      if (found == lines.end()) {
+        PyObject* made = PyUnicode_FromFormat("%U:%d", code->co_filename, PyFrame_GetLineNumber(frame));
+        if (made == nullptr) {
+          Py_DECREF(code);
+          Py_DECREF(frame);
+          return nullptr;
+        }
+        Py_INCREF(code_object);  // the entry holds its code (`not_the_users` does too)
+        found = lines.emplace(where, made).first;
+      }
+      line = Py_NewRef(found->second);
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return line;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);  // a new reference, or null
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  std::string name;
+  try {
+    auto node = torch::autograd::get_current_node();
+    if (!node) {
+      return PyUnicode_FromString("");
+    }
+    name = node->name();
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+  auto& names = node_lines();
+  auto found = names.find(name);
+  if (found == names.end()) {
+    PyObject* bare = PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
+    PyObject* made = bare == nullptr ? nullptr : PyUnicode_Concat(bare, args[3]);
+    Py_XDECREF(bare);
+    if (made == nullptr) {
+      return nullptr;
+    }
+    found = names.emplace(name, made).first;
+  }
+  return Py_NewRef(found->second);
+}
+PyMethodDef user_line_method = {
+    "user_line", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(user_line_fastcall)), METH_FASTCALL,
+    "user_line(issuer, engine_code, skipped, suffix) -> str"};
+}  // namespace
+
+// `user_line_fastcall` as a builtin function (a new reference).
+PyObject* neuron_user_line_function() {
+  return PyCFunction_New(&user_line_method, nullptr);
+}
+
+namespace {
+PyObject* one() {
+  static PyObject* constant = PyLong_FromLong(1);
+  return constant;
+}
+
+// One fresh result of a recorded op as `region.record` registers it: `entry`, its pending value (a new
+// region._Written), pending under its block's id, stored as value `value`, in the op's values and targets. False with
+// `*done` unset when the tensor's storage carries no block (the Python loop finds it); false with an exception set on
+// an error.
+bool register_fresh(PyObject* pair, PyObject* const* args, PyObject* value, bool* done) {
+  *done = false;
+  PyObject* pending = args[2];
+  PyObject* stored = args[3];
+  PyObject* target_blocks = args[4];
+  PyObject* values = args[5];
+  PyObject* targets = args[6];
+  PyObject* written_type = args[8];
+  PyObject* value_sources = args[9];
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !THPVariable_Check(PyTuple_GET_ITEM(pair, 0))) {
+    return true;  // the Python loop says what is wrong
+  }
+  PyObject* target = PyTuple_GET_ITEM(pair, 1);
+  if (!PyArray_Check(target)) {
+    return true;
+  }
+  const at::Tensor& tensor = THPVariable_Unpack(PyTuple_GET_ITEM(pair, 0));
+  PyObject* wrapped = nullptr;
+  try {
+    if (!tensor.defined() || !tensor.has_storage()) {
+      return true;
+    }
+    wrapped = THPStorage_Wrap(tensor.storage());
+  } catch (const std::exception&) {
+    return true;
+  }
+  if (wrapped == nullptr) {
+    PyErr_Clear();
+    return true;
+  }
+  PyObject* block = PyObject_GetAttr(wrapped, args[10]);
+  Py_DECREF(wrapped);
+  if (block == nullptr || block == Py_None) {
+    PyErr_Clear();
+    Py_XDECREF(block);
+    return true;  // a storage torch allocated itself: `storage.block_of` finds its block
+  }
+  static PyObject* value_name = interned("value");
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(tensor.scalar_type()));  // borrowed
+  PyArrayObject* array = reinterpret_cast<PyArrayObject*>(target);
+  PyObject* shape = PyTuple_New(PyArray_NDIM(array));
+  for (int axis = 0; shape != nullptr && axis < PyArray_NDIM(array); ++axis) {
+    PyObject* extent = PyLong_FromSsize_t(PyArray_DIM(array, axis));
+    if (extent == nullptr) {
+      Py_CLEAR(shape);
+      break;
+    }
+    PyTuple_SET_ITEM(shape, axis, extent);
+  }
+  PyObject* nbytes = PyLong_FromSsize_t(PyArray_NBYTES(array));
+  Py_ssize_t index = PyLong_AsSsize_t(value);
+  PyObject* source = nullptr;
+  if (index >= 0 && PyList_Check(value_sources) && index < PyList_GET_SIZE(value_sources)) {
+    source = Py_NewRef(PyList_GET_ITEM(value_sources, index));
+  } else if (!PyErr_Occurred() && value_name != nullptr) {
+    source = PyTuple_Pack(3, value_name, value, Py_None);
+  }
+  PyObject* entry = nullptr;
+  if (shape != nullptr && nbytes != nullptr && source != nullptr) {
+    PyObject* zero = PyLong_FromLong(0);
+    if (zero != nullptr) {
+      PyObject* fields[] = {value, zero, nbytes, dtype, shape, Py_None, source};
+      entry = PyObject_Vectorcall(written_type, fields, 7, nullptr);
+      Py_DECREF(zero);
+    }
+  }
+  Py_XDECREF(source);
+  Py_XDECREF(nbytes);
+  Py_XDECREF(shape);
+  PyObject* reference = entry == nullptr ? nullptr : PyWeakref_NewRef(block, nullptr);
+  PyObject* block_id = reference == nullptr ? nullptr : PyLong_FromVoidPtr(block);
+  Py_DECREF(block);
+  PyObject* entries = block_id == nullptr ? nullptr : PyList_New(1);
+  PyObject* held = nullptr;
+  PyObject* kept = nullptr;
+  bool ok = false;
+  if (entries != nullptr) {
+    PyList_SET_ITEM(entries, 0, Py_NewRef(entry));
+    held = PyTuple_Pack(2, reference, entries);
+    kept = held == nullptr ? nullptr : PyTuple_Pack(2, reference, entry);
+    ok = kept != nullptr && PyDict_SetItem(pending, block_id, held) == 0 && PyDict_SetItem(stored, value, kept) == 0 &&
+         PyDict_SetItem(target_blocks, value, block_id) == 0 && PyList_Append(values, value) == 0 &&
+         PyList_Append(targets, target) == 0;
+  }
+  Py_XDECREF(kept);
+  Py_XDECREF(held);
+  Py_XDECREF(entries);
+  Py_XDECREF(block_id);
+  Py_XDECREF(reference);
+  Py_XDECREF(entry);
+  *done = ok;
+  return false;
+}
+
+// record_fresh(outputs, first, pending, stored, target_blocks, values, targets, value, written_type, value_sources,
+//              block_attribute) -> (value, next):
+// `region.record`'s loop over a recorded op's fresh results, outputs[first:] ((tensor, array) pairs over new blocks),
+// in one call: each one's pending value (`written_type`, region._Written, of value id `value` on, its source from
+// `value_sources` where the list has it) under its block's id in `pending`, in `stored` and `target_blocks` by value
+// id, and its value id and array appended to `values` and `targets`. Returns the next value id and the position of
+// the first output it left to the Python loop (len(outputs) when none).
+PyObject* record_fresh_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 11 || !PyList_Check(args[0]) || !PyDict_Check(args[2]) || !PyDict_Check(args[3]) ||
+      !PyDict_Check(args[4]) || !PyList_Check(args[5]) || !PyList_Check(args[6]) || !PyLong_Check(args[7])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "record_fresh(outputs, first, pending, stored, target_blocks, values, targets, value, "
+                    "written_type, value_sources, block_attribute) takes lists, dicts and ints");
+    return nullptr;
+  }
+  if (!neuron::numpy_api_ready()) {
+    return nullptr;
+  }
+  Py_ssize_t first = PyLong_AsSsize_t(args[1]);
+  if (first == -1 && PyErr_Occurred()) {
+    return nullptr;
+  }
+  PyObject* value = Py_NewRef(args[7]);
+  Py_ssize_t length = PyList_GET_SIZE(args[0]);
+  Py_ssize_t index = first;
+  for (; index < length; ++index) {
+    bool done = false;
+    if (register_fresh(PyList_GET_ITEM(args[0], index), args, value, &done) || !done) {
+      if (PyErr_Occurred()) {
+        Py_DECREF(value);
+        return nullptr;
+      }
+      break;  // left to the Python loop
+    }
+    PyObject* next = PyNumber_Add(value, one());
+    Py_DECREF(value);
+    value = next;
+    if (value == nullptr) {
+      return nullptr;
+    }
+  }
+  return Py_BuildValue("(Nn)", value, index);
+}
+PyMethodDef record_fresh_method = {
+    "record_fresh", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(record_fresh_fastcall)), METH_FASTCALL,
+    "record_fresh(outputs, first, pending, stored, target_blocks, values, targets, value, written_type, "
+    "value_sources, block_attribute) -> (value, next)"};
+}  // namespace
+
+// `record_fresh_fastcall` as a builtin function (a new reference).
+PyObject* neuron_record_fresh_function() {
+  return PyCFunction_New(&record_fresh_method, nullptr);
+}
+
+namespace {
+// A position of `flat` from list `positions`, or -1 (with an exception set when it is no int in range).
+Py_ssize_t position_in(PyObject* positions, Py_ssize_t index, Py_ssize_t length) {
+  Py_ssize_t position = PyLong_AsSsize_t(PyList_GET_ITEM(positions, index));
+  if (position == -1 && PyErr_Occurred()) {
+    return -1;
+  }
+  if (position < 0 || position >= length) {
+    PyErr_SetString(PyExc_IndexError, "overlap_alone: a position outside the flattened arguments");
+    return -1;
+  }
+  return position;
+}
+
+// overlap_alone(flat, tensor_positions, written_positions) -> [True, ...] | None: `eager._check_overlap` for the
+// calls where it has nothing to check: every written tensor contiguous (no internal overlap) and the only operand
+// over its storage (told, as there, by the CPU-or-not flag and the storage's address), so that no operand can overlap
+// it and each is alone. None for any other call (a written tensor's storage read by another operand, a strided
+// written tensor, an operand that is no tensor with a storage): the Python function checks those.
+PyObject* overlap_alone_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "overlap_alone(flat, tensor_positions, written_positions) takes three lists");
+    return nullptr;
+  }
+  Py_ssize_t length = PyList_GET_SIZE(args[0]);
+  std::map<std::pair<bool, const void*>, int> operands;
+  std::vector<std::pair<bool, const void*>> written;
+  try {
+    for (int list = 1; list <= 2; ++list) {
+      for (Py_ssize_t index = 0; index < PyList_GET_SIZE(args[list]); ++index) {
+        Py_ssize_t position = position_in(args[list], index, length);
+        if (position < 0) {
+          return nullptr;
+        }
+        PyObject* operand = PyList_GET_ITEM(args[0], position);
+        if (!THPVariable_Check(operand)) {
+          Py_RETURN_NONE;
+        }
+        const at::Tensor& tensor = THPVariable_Unpack(operand);
+        if (!tensor.defined() || !tensor.has_storage()) {
+          Py_RETURN_NONE;
+        }
+        std::pair<bool, const void*> key(tensor.is_cpu(), tensor.storage().data());
+        if (list == 1) {
+          ++operands[key];
+        } else {
+          if (!tensor.is_contiguous()) {
+            Py_RETURN_NONE;
+          }
+          written.push_back(key);
+        }
+      }
+    }
+  } catch (const std::exception&) {
+    Py_RETURN_NONE;
+  }
+  for (const auto& key : written) {
+    auto found = operands.find(key);
+    if (found == operands.end() || found->second != 1) {
+      Py_RETURN_NONE;
+    }
+  }
+  PyObject* alone = PyList_New(static_cast<Py_ssize_t>(written.size()));
+  for (Py_ssize_t index = 0; alone != nullptr && index < static_cast<Py_ssize_t>(written.size()); ++index) {
+    PyList_SET_ITEM(alone, index, Py_NewRef(Py_True));
+  }
+  return alone;
+}
+PyMethodDef overlap_alone_method = {
+    "overlap_alone", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(overlap_alone_fastcall)), METH_FASTCALL,
+    "overlap_alone(flat, tensor_positions, written_positions) -> [True, ...] | None"};
+}  // namespace
+
+// `overlap_alone_fastcall` as a builtin function (a new reference).
+PyObject* neuron_overlap_alone_function() {
+  return PyCFunction_New(&overlap_alone_method, nullptr);
 }
 
 }  // extern "C"

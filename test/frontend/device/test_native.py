@@ -298,6 +298,64 @@ def test_a_tensors_facts_come_from_one_native_call():
         facts("not a tensor", storage._BLOCK_ATTRIBUTE)
 
 
+def test_an_eager_ops_program_key_comes_from_one_native_call(monkeypatch: pytest.MonkeyPatch):
+    """The program key of an eager op's call (`eager._signature`) comes from one native call and equals, with the
+    same hash, the key the Python path makes: for tensors of several dtypes and devices, keyword arguments, lists,
+    numbers (floats by their bits: -0.0 and NaN keyed apart from 0.0), None and dtypes. Calls the Python path is to
+    answer (a sparse tensor, a CPU tensor beside a device tensor, a tensor subclass) are left to it, which gives its
+    answer or PyTorch's error."""
+    from neuron_mlir.frontend.device import eager
+
+    native_signature = eager._native_signature
+    assert native_signature is not None
+    x = torch.randn(3, 4, device="neuron")
+    add, cat, sum_, fill = (
+        torch.ops.aten.add.Tensor,
+        torch.ops.aten.cat.default,
+        torch.ops.aten.sum.dim_IntList,
+        torch.ops.aten.fill_.Scalar,
+    )
+    calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = [
+        (add, (x, x.to(torch.bfloat16)), {"alpha": 2}),
+        (add, (x, torch.tensor(1.5)), {}),
+        (cat, ([x, x, x],), {"dim": 1}),
+        (sum_, (x, [0, 1], True), {"dtype": torch.float64}),
+        (sum_, (x, None), {}),
+        (fill, (x, 0.0), {}),
+        (fill, (x, -0.0), {}),
+        (fill, (x, float("nan")), {}),
+        (fill, (x, True), {}),
+        (add, (torch.ones(2), torch.ones(2)), {}),
+    ]
+    keys = []
+    for op, args, kwargs in calls:
+        facts, flat = eager._facts(op), eager._leaves(args, kwargs)
+        made = native_signature(facts, args, kwargs, flat, eager._SYMBOLIC, eager._PYTHON_PATH)
+        monkeypatch.setattr(eager, "_native_signature", None)
+        expected = eager._signature(facts, args, kwargs, flat)
+        monkeypatch.setattr(eager, "_native_signature", native_signature)
+        assert made is not eager._PYTHON_PATH
+        assert made == expected
+        assert hash(made) == hash(expected)
+        keys.append(made)
+    assert len(set(keys)) == len(keys)  # no two calls share a key (0.0, -0.0 and NaN among them)
+
+    class Subclass(torch.Tensor):
+        pass
+
+    left: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = [
+        (add, (x, torch.ones(3, 4)), {}),
+        (add, (torch.ones(3, 4).to_sparse(), torch.ones(3, 4).to_sparse()), {}),
+        (add, (x.as_subclass(Subclass), x), {}),
+    ]
+    for op, args, kwargs in left:
+        facts, flat = eager._facts(op), eager._leaves(args, kwargs)
+        assert native_signature(facts, args, kwargs, flat, eager._SYMBOLIC, eager._PYTHON_PATH) is eager._PYTHON_PATH
+    with pytest.raises(RuntimeError, match="same device"):
+        eager._signature(eager._facts(add), (x, torch.ones(3, 4)), {}, [x, torch.ones(3, 4)])
+    assert eager._signature(eager._facts(add), left[1][1], {}, list(left[1][1])) is None
+
+
 def test_kept_arrays_are_found_by_one_native_call():
     """`storage.dense_array` finds the arrays it keeps on a storage (by offset, shape and dtype) through the native
     `cached_array`: the same array as the Python lookup, for the tensor and a contiguous view of the same bytes;

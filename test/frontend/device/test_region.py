@@ -104,12 +104,14 @@ def _mixed_operands(x, y, w, z):
 
 
 def test_native_sources_give_what_the_python_path_gives(deferred):
-    """`native.sources_of` answers where `_source_of` would answer the same: the recorded ops' sources, the region's
-    inputs in the same order and of the same types, the same flushes, and the same values."""
+    """`native.sources_of` answers where `_source_of` would answer the same, and `native.record_fresh` registers
+    fresh results as the Python loop does: the recorded ops' sources, the region's inputs in the same order and of
+    the same types, the same flushes, and the same values."""
     from neuron_mlir.frontend.device import native
 
-    sources_of = native.sources_of()
+    sources_of, record_fresh = native.sources_of(), native.record_fresh()
     assert sources_of is not None
+    assert record_fresh is not None
     torch.manual_seed(0)
     host = [torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 4), torch.randn(4, 4)]
     _warm(_mixed_operands, *[t.to("neuron") for t in host])
@@ -122,8 +124,8 @@ def test_native_sources_give_what_the_python_path_gives(deferred):
         return found
 
     try:
-        for way, reader in (("native", counted), ("python", None)):
-            deferred.use_native(reader)
+        for way, reader, registrar in (("native", counted, record_fresh), ("python", None, None)):
+            deferred.use_native(reader, registrar)
             device = [t.to("neuron") for t in host]
             fresh = device[0] * 1.0  # a fresh result read whole: an array kept on its storage
             neuron.synchronize()
@@ -136,7 +138,14 @@ def test_native_sources_give_what_the_python_path_gives(deferred):
                 region = deferred._region
                 # id()s of blocks differ between the two runs: the input keys' other parts, by input index
                 keys = sorted((index, key[1:]) for key, index in region.input_keys.items())
-                snapshots.append(([op.sources for op in region.ops], list(region.input_types), keys))
+                # the pending values as registered: by value id, each one's place, type and source
+                values = sorted(
+                    (value, e.value, e.start, e.nbytes, e.dtype, tuple(e.shape), e.strides, e.source)
+                    for value, (_, e) in region.stored.items()
+                )
+                held = sorted(len(entries) for _, entries in region.pending.values())
+                ops = [(op.sources, op.values, [t.shape for t in op.targets]) for op in region.ops]
+                snapshots.append((ops, list(region.input_types), keys, values, held))
                 original()
 
             deferred.flush = snapshot
@@ -147,7 +156,7 @@ def test_native_sources_give_what_the_python_path_gives(deferred):
                 deferred.flush = original
             recorded[way] = (snapshots, deferred.REGION_STATS["flushes"] - flushes, [r.cpu() for r in results])
     finally:
-        deferred.use_native(sources_of)
+        deferred.use_native(sources_of, record_fresh)
     assert answered, "the native reader answered none of the operands"
     assert recorded["native"][:2] == recorded["python"][:2]
     for native_result, python_result, expected in zip(
