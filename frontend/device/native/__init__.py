@@ -125,6 +125,21 @@ def build(*, verbose: bool = False) -> Path:
     return target
 
 
+# The library's functions that return one of its Python callables (`neuron_<name>_function`).
+_FUNCTION_GETTERS = (
+    "fresh_tensor",
+    "fresh_tensors",
+    "cached_array",
+    "cached_arrays",
+    "tensor_facts",
+    "sources_of",
+    "signature",
+    "user_line",
+    "record_fresh",
+    "overlap_alone",
+)
+
+
 def load() -> ctypes.PyDLL | None:
     """The loaded library (built first if needed), or None with `unavailable_reason()` saying why."""
     global _library, _reason
@@ -152,26 +167,10 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_default_generator.restype = ctypes.py_object
     library.neuron_address_space.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
     library.neuron_address_space.restype = ctypes.py_object
-    library.neuron_fresh_tensor_function.argtypes = []
-    library.neuron_fresh_tensor_function.restype = ctypes.py_object
-    library.neuron_fresh_tensors_function.argtypes = []
-    library.neuron_fresh_tensors_function.restype = ctypes.py_object
-    library.neuron_cached_array_function.argtypes = []
-    library.neuron_cached_array_function.restype = ctypes.py_object
-    library.neuron_cached_arrays_function.argtypes = []
-    library.neuron_cached_arrays_function.restype = ctypes.py_object
-    library.neuron_tensor_facts_function.argtypes = []
-    library.neuron_tensor_facts_function.restype = ctypes.py_object
-    library.neuron_sources_of_function.argtypes = []
-    library.neuron_sources_of_function.restype = ctypes.py_object
-    library.neuron_signature_function.argtypes = []
-    library.neuron_signature_function.restype = ctypes.py_object
-    library.neuron_user_line_function.argtypes = []
-    library.neuron_user_line_function.restype = ctypes.py_object
-    library.neuron_record_fresh_function.argtypes = []
-    library.neuron_record_fresh_function.restype = ctypes.py_object
-    library.neuron_overlap_alone_function.argtypes = []
-    library.neuron_overlap_alone_function.restype = ctypes.py_object
+    for name in _FUNCTION_GETTERS:  # each returns a Python callable the library defines
+        getter = getattr(library, f"neuron_{name}_function")
+        getter.argtypes = []
+        getter.restype = ctypes.py_object
     library.neuron_register_device_kernels.argtypes = [ctypes.py_object] * 5
     library.neuron_register_device_kernels.restype = ctypes.c_bool
     library.neuron_forget_fills.argtypes = []
