@@ -451,12 +451,17 @@ PyType_Slot block_slots[] = {
 PyType_Spec block_spec = {
     "neuron_hooks.Block", sizeof(BlockObject), 0, Py_TPFLAGS_DEFAULT, block_slots};
 
+// The bytes a request of `nbytes` reserves in `space`: whole aligned slots, and one for a zero-byte request, so that
+// every live block has its own address.
+int64_t reserved_size(const SpaceObject* space, int64_t nbytes) {
+  int64_t alignment = space->alignment;
+  return std::max(alignment, (nbytes + alignment - 1) / alignment * alignment);
+}
+
 // A new Block of `nbytes` of `space` whose bytes are the memory of NumPy array `owner` (at `pointer`; the block takes
 // a reference to it), or None when no free range holds it (nothing changed then); nullptr with an exception set.
 PyObject* take_block(SpaceObject* space, int64_t nbytes, PyObject* owner, void* pointer) {
-  int64_t alignment = space->alignment;
-  // a zero-byte request still takes one aligned slot, so every live block has its own address
-  int64_t reserved = std::max(alignment, (nbytes + alignment - 1) / alignment * alignment);
+  int64_t reserved = reserved_size(space, nbytes);
   auto& ranges = *space->free_ranges;
   auto* block = PyObject_New(BlockObject, block_type);
   if (block == nullptr) {
@@ -500,8 +505,7 @@ PyObject* take_block(SpaceObject* space, int64_t nbytes, PyObject* owner, void* 
 
 // Whether a free range of `space` holds `nbytes` (rounded up as `take_block` rounds them).
 bool has_room(SpaceObject* space, int64_t nbytes) {
-  int64_t alignment = space->alignment;
-  int64_t reserved = std::max(alignment, (nbytes + alignment - 1) / alignment * alignment);
+  int64_t reserved = reserved_size(space, nbytes);
   const auto& ranges = *space->free_ranges;
   return std::any_of(ranges.begin(), ranges.end(), [&](const auto& range) { return range.second >= reserved; });
 }
