@@ -48,15 +48,14 @@ young collections every few hundred allocations and each survivor would be scann
 generations. The collector is paused within the block. As it ends, when the run left at least
 `_FREEZE_FIRST_RUN_OBJECTS` new objects that the collector tracks, they go to the permanent generation too: left to
 it, the collector scanned each of them two or three times more (as the young generations' collections move them up,
-then at the full collections their number triggers), which was about 1.6 of the 4 to 5 CPU seconds it took in
-whisper-small's first call, a tenth of that call's time outside the compiles. What a freeze keeps from the
-collector is only what it alone could free: reference cycles, among the run's objects or among whatever else was
-unfrozen then, that are garbage or become garbage later. The simulator is freed by reference counting
-(`Simulator.finish` drops what refers back to it) when its program goes, its memories with it; what stays are
-cycles such as a traced graph's nodes once the model is dropped, a few thousand small objects per real-width graph.
-Below the bound (small graphs, and each op of eager execution, whose runs follow one another) the run's objects are
-left to the collector, scanned once by its first collection after the block. A process that disabled the collector
-keeps it disabled, and nothing is frozen.
+then at the full collections their number triggers), which was 1.7 to 2.3 of the 4 to 6 CPU seconds the collector
+took in whisper-small's first two calls (docs/performance.md). What a freeze keeps from the collector is only what
+it alone could free: reference cycles, among the run's objects or among whatever else was unfrozen then, that are
+garbage or become garbage later. The simulator is freed by reference counting (`Simulator.finish` drops what refers
+back to it) when its program goes, its memories with it; what stays are cycles such as a traced graph's nodes once
+the model is dropped, a few thousand small objects per real-width graph. Below the bound (small graphs, and each op
+of eager execution, whose runs follow one another) the run's objects are left to the collector, scanned once by its
+first collection after the block. A process that disabled the collector keeps it disabled, and nothing is frozen.
 """
 
 from __future__ import annotations
