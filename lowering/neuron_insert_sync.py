@@ -127,17 +127,22 @@ class Records:
     record whose hull is at most 2**level bytes long sits at that level in the bucket `full_low >> level`, so the
     records overlapping `[low, high)` at a level are in the buckets from `(low - 2**level + 1) >> level` to
     `(high - 1) >> level`. Records with an unbounded hull (a loop without constant bounds) are always visited.
+    `nested` holds the records made inside an open loop (their analysis passes not empty), in the order of
+    `entries`: closing a loop visits those alone, not every record of the function.
     """
 
-    __slots__ = ("entries", "levels", "unbounded")
+    __slots__ = ("entries", "levels", "nested", "unbounded")
 
     def __init__(self) -> None:
         self.entries: dict[RecordKey, tuple[int, int]] = {}
         self.levels: dict[int, dict[int, set[RecordKey]]] = {}
+        self.nested: dict[RecordKey, None] = {}
         self.unbounded: set[RecordKey] = set()
 
     def set(self, key: RecordKey, entry: tuple[int, int]) -> None:
         if key not in self.entries:
+            if key[2]:
+                self.nested[key] = None
             bucket = key[1].bucket
             if bucket is None:
                 self.unbounded.add(key)
@@ -148,6 +153,8 @@ class Records:
 
     def remove(self, key: RecordKey) -> None:
         del self.entries[key]
+        if key[2]:
+            del self.nested[key]
         bucket = key[1].bucket
         if bucket is None:
             self.unbounded.discard(key)
@@ -448,7 +455,7 @@ class _State:
         for group in self.groups.values():
             for name in ("reads", "writes"):
                 records: Records = getattr(group, name)
-                inside = [key for key in records.entries if len(key[2]) > depth]
+                inside = [key for key in records.nested if len(key[2]) > depth]
                 for key in inside:
                     entry = records.entries[key]
                     records.remove(key)

@@ -40,12 +40,22 @@ about 0.4 s for ordinary 4 KiB pages; a simulator makes GiBs of fresh memory (it
 outputs on every run), so inside a run NumPy's arrays get ordinary pages. Their contents and layout are the same
 either way; where NumPy has no such switch the block changes nothing.
 
-`no_collections()` wraps a simulator's first run (its plans, its walk, its tape). That run makes tens of
-thousands of objects that live as long as the simulator (plans, operand sites, race records, tape steps), few of
-them garbage; with the collector on, they trigger young collections every few hundred allocations and each
-survivor is scanned again as it moves up the generations (a tenth of a small graph's first run). With the
-collector paused they are scanned once, by the first collection after the block; a process that disabled the
-collector keeps it disabled.
+`first_run()` wraps a new simulator and its first run (its plans, its walk, its tape), and `no_collections()` the
+first run of a pooled simulator that made no tape before (its earlier runs failed or ran the reference). That run
+makes tens of thousands of objects (hundreds of thousands at real widths) that live as long as the simulator
+(plans, operand sites, race records, tape steps), few of them garbage; with the collector on, they would trigger
+young collections every few hundred allocations and each survivor would be scanned again as it moves up the
+generations. The collector is paused within the block. As it ends, when the run left at least
+`_FREEZE_FIRST_RUN_OBJECTS` new objects that the collector tracks, they go to the permanent generation too: left to
+it, the collector scanned each of them two or three times more (as the young generations' collections move them up,
+then at the full collections their number triggers), which was 1.7 to 2.3 of the 4 to 6 CPU seconds the collector
+took in whisper-small's first two calls (docs/performance.md). What a freeze keeps from the collector is only what
+it alone could free: reference cycles, among the run's objects or among whatever else was unfrozen then, that are
+garbage or become garbage later. The simulator is freed by reference counting (`Simulator.finish` drops what refers
+back to it) when its program goes, its memories with it; what stays are cycles such as a traced graph's nodes once
+the model is dropped, a few thousand small objects per real-width graph. Below the bound (small graphs, and each op
+of eager execution, whose runs follow one another) the run's objects are left to the collector, scanned once by its
+first collection after the block. A process that disabled the collector keeps it disabled, and nothing is frozen.
 """
 
 from __future__ import annotations
@@ -61,6 +71,8 @@ import numpy as np
 _COMPILE_PER_COLLECTION = 10.0
 # The oldest generation's threshold during a compile: so many collections of the middle one never happen in one.
 _NO_FULL_COLLECTION = 1 << 30
+# A first run that leaves at least so many new objects that the collector tracks has them frozen (module docstring).
+_FREEZE_FIRST_RUN_OBJECTS = 100_000
 
 _froze = False
 _depth = 0
@@ -96,6 +108,24 @@ def compiling() -> Iterator[None]:
                 gc.collect()
                 _last_collection_seconds = time.perf_counter() - collection_started
                 _compile_seconds_since_collection = 0.0
+
+
+@contextmanager
+def first_run() -> Iterator[None]:
+    """Within the block, the cyclic collector does not run; after it, the objects it left are frozen when they are
+    many (module docstring)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+        # With the collector paused, the youngest generation's count is the objects made in the block (those
+        # freed since are not counted).
+        if gc.get_count()[0] >= _FREEZE_FIRST_RUN_OBJECTS:
+            gc.freeze()
+    finally:
+        gc.enable()
 
 
 @contextmanager

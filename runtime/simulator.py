@@ -124,9 +124,9 @@ def run_validated(
     Runs of the same `ValidatedProgram` share their preparation; the program must not change after validation.
     Runs with the same scalar arguments share it: the instances a run issues, and so its tape and profile, follow
     from them.
-    With `share_profile`, a run whose profile was already known returns the program's stored profile itself
-    rather than a copy (copying a large program's profile costs more than a small run): the caller must not
-    change it.
+    With `share_profile`, a run returns the program's stored profile itself rather than a copy (copying a large
+    program's profile costs more than a small run), and a run that times the program stores its own profile
+    without copying it: the caller must not change it.
     `into` gives, per output, an array of its shape and dtype to write it to (None: a new array): that array is
     then the output, written straight from the program's HBM (the caller's memory for the result: no copy in
     between).
@@ -164,23 +164,37 @@ def _run_pooled(
     # The run uses the process's shared memories when no other run holds them (`runtime.host_arena`), else a
     # simulator of memories of its own.
     arena = host_arena.SHARED if host_arena.SHARED.claim() else None
-    simulator = None
     try:
         for position in range(len(pool) - 1, -1, -1):
             if pool[position].arena is arena:
                 simulator = pool.pop(position)
-                break
-        else:
-            with heap.no_collections():  # a first run's objects live on: scanned once, after it
-                simulator = Simulator(validated, scalars, arena)
-        return _run_on(simulator, cache, inputs, check_races, vectorize, share_profile, into)
+                return _run_and_keep(simulator, pool, cache, inputs, check_races, vectorize, share_profile, into)
+        # a first run's objects live as long as the simulator: scanned at most once, after it
+        with heap.first_run():
+            simulator = Simulator(validated, scalars, arena)
+            return _run_and_keep(simulator, pool, cache, inputs, check_races, vectorize, share_profile, into)
     finally:
-        if simulator is not None:
-            simulator.finish()
-            if not pool or simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
-                pool.append(simulator)
         if arena is not None:
             arena.release()
+
+
+def _run_and_keep(
+    simulator: Simulator,
+    pool: list[Simulator],
+    cache: dict[str, Any],
+    inputs: Sequence[np.ndarray],
+    check_races: bool,
+    vectorize: bool,
+    share_profile: bool,
+    into: Sequence[np.ndarray | None],
+) -> tuple[list[np.ndarray], Profile]:
+    """A run of `simulator` (`_run_on`), which then goes back to the program's `pool` (`_run_pooled`)."""
+    try:
+        return _run_on(simulator, cache, inputs, check_races, vectorize, share_profile, into)
+    finally:
+        simulator.finish()
+        if not pool or simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
+            pool.append(simulator)
 
 
 def _run_on(
@@ -207,7 +221,7 @@ def _run_on(
     if profile is None:
         assert known is not None
         return outputs, known if share_profile else known.copy()
-    cache["profile"] = profile.copy()
+    cache["profile"] = profile if share_profile else profile.copy()
     if check_races:
         cache["race_free"] = True
     return outputs, profile
@@ -230,7 +244,8 @@ class Simulator:
     ) -> None:
         """`arena`: memories from it (`runtime.host_arena`; every run of this simulator holds its claim), else
         of its own."""
-        self.validated = validated
+        # (not the validated program itself: its cache holds this simulator, and a cycle between the two would
+        # leave a simulator that `heap.first_run` froze to outlive its program)
         self.arena = arena
         self.program = program = validated.program
         # (register, value) of each scalar argument: the registers a walk starts from

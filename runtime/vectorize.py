@@ -397,7 +397,9 @@ class Batch:
 
     def __init__(self, sim: _Simulator, nest: Nest, trace: Lanes) -> None:
         self.run_seconds = 0.0  # the CPU time its first run took
-        self.sim = sim
+        # the simulator's plans and target, not the simulator: the tape keeps batches, and a simulator in a cycle
+        # with its own tape would outlive its program once `heap.first_run` froze it
+        self.plans, self.target = sim.plans, sim.target
         self.nest = nest
         self.lanes = lanes = trace.shape
         if trace.count < MIN_LANES:
@@ -444,7 +446,7 @@ class Batch:
             raise _Fallback
         self.direct = self._direct_operands()
         self._check_conflicts()
-        self._prepare()
+        self._prepare(sim)
 
     # ---- direct operands and their conflicts ---------------------------------------------------------------
 
@@ -452,7 +454,7 @@ class Batch:
         lanes = self.lanes
         direct: dict[tuple[int, str], _Direct] = {}
         for index, reps in self.occurrences.items():
-            plan = self.sim.plans[index]
+            plan = self.plans[index]
             for op in plan.operands:
                 if (index, op.role) in self.nest.private:
                     continue
@@ -500,12 +502,13 @@ class Batch:
 
     # ---- execution ---------------------------------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        """Split the lanes into chunks and workers and build every step's views once."""
-        nest, lanes, sim = self.nest, self.lanes, self.sim
+    def _prepare(self, sim: _Simulator) -> None:
+        """Split the lanes into chunks and workers and build every step's views once (the lane shadows from
+        `sim`'s shadow space)."""
+        nest, lanes = self.nest, self.lanes
         inner = int(np.prod(lanes[1:]))
         chunk = max(1, min(lanes[0], CHUNK_BYTES // max(1, nest.lane_bytes * inner)))
-        work = sum(sim.plans[index].work_bytes for index in self.sequence) * int(np.prod(lanes))
+        work = sum(self.plans[index].work_bytes for index in self.sequence) * int(np.prod(lanes))
         workers = _workers(lanes[0], chunk, work)
         # Worker w runs the lanes [bounds[w], bounds[w + 1]) of the first lane dimension, chunk by chunk.
         per_worker = -(-lanes[0] // workers)
@@ -534,8 +537,8 @@ class Batch:
                 if (index, role) not in done:
                     done.add((index, role))
                     view = _private_view(nest.private[(index, role)], final_shadows, last)[final]
-                    self.write_back.append((sim.plans[index].static_views[role], view))
-                    self.accesses.append(("", {"dst": sim.plans[index].static_views[role]}, {}))
+                    self.write_back.append((self.plans[index].static_views[role], view))
+                    self.accesses.append(("", {"dst": self.plans[index].static_views[role]}, {}))
 
     def _accesses(self) -> list[tuple[str, dict[str, np.ndarray], Any]]:
         """Which simulated bytes the batch reads and writes, for `runtime.refill`: per instruction of a lane, in
@@ -546,7 +549,7 @@ class Batch:
         for index in self.sequence:
             rep = seen.get(index, 0)
             seen[index] = rep + 1
-            plan = self.sim.plans[index]
+            plan = self.plans[index]
             views = {
                 op.role: self._direct_view(self.direct[(index, op.role)], rep, 0, self.lanes)
                 for op in plan.operands
@@ -564,7 +567,7 @@ class Batch:
     ) -> list[tuple[tape.Maker, dict[str, np.ndarray]]]:
         """One step per instruction of one chunk, prepared (`runtime.tape`) where its form allows: its maker and
         the views the maker makes it of."""
-        nest, plans, target = self.nest, self.sim.plans, self.sim.target
+        nest, plans, target = self.nest, self.plans, self.target
         private_views: dict[tuple[int, str], np.ndarray] = {}
         for key, info in nest.private.items():
             if key[0] in self.occurrences:

@@ -79,9 +79,18 @@ _SPACES: dict[Memory, type[MemorySpaceAttr]] = {
 _MEMORY_OF_SPACE: dict[type[Attribute], Memory] = {space: memory for memory, space in _SPACES.items()}
 
 
+# One attribute per memory (attributes are immutable values), found by the memory or its name: the passes ask for
+# one per tile type and buffer they make, and making it (the enum's lookup by value, the attribute's verification)
+# cost more than the rest of the call.
+_SPACE_ATTRS: dict[Memory | str, MemorySpaceAttr] = {}
+
+
 def memory_space(memory: Memory | str) -> MemorySpaceAttr:
     """The attribute of `memory`: `#mem<hbm>`, `#mem<sbuf>` or `#mem<psum>`."""
-    return _SPACES[Memory(memory)]()
+    attr = _SPACE_ATTRS.get(memory)
+    if attr is None:
+        attr = _SPACE_ATTRS[memory] = _SPACES[Memory(memory)]()
+    return attr
 
 
 def memory_of(buffer_type: Attribute) -> Memory:

@@ -45,6 +45,7 @@ from xdsl.dialects.builtin import (
     StridedLayoutAttr,
     StringAttr,
     i1,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
@@ -52,7 +53,9 @@ from xdsl.irdl import (
     AttrConstraint,
     AttrSizedOperandSegments,
     IRDLOperation,
+    OptionalDef,
     ParsePropInAttrDict,
+    VariadicDef,
     base,
     irdl_attr_definition,
     irdl_op_definition,
@@ -473,6 +476,34 @@ class ViewOp(IRDLOperation):
 # property's bytes): the roles present. Both are asked in the passes' inner loops.
 _ROLES: dict[type[InstructionOp], tuple[str, ...]] = {}
 _PRESENT_ROLES: dict[tuple[type[InstructionOp], bytes], tuple[str, ...]] = {}
+# Per instruction class, whether each operand may be absent, in order; None where its definition is not the plain
+# optional and single operands (and operand segment sizes) that `InstructionOp._built` assumes.
+_OPERAND_OPTIONAL: dict[type[InstructionOp], tuple[bool, ...] | None] = {}
+# Attributes are immutable values: one per engine and one per pattern of operand segment sizes serve every
+# instruction, instead of each made (and verified) anew.
+_ENGINE_ATTRS: dict[Engine, EngineAttr] = {}
+_SEGMENT_SIZES: dict[tuple[int, ...], DenseArrayBase] = {}
+
+
+def _operand_optional(cls: type[InstructionOp]) -> tuple[bool, ...] | None:
+    """Whether each operand of `cls` may be absent; None unless every operand is single or optional and the only
+    option about them is operand segment sizes as a property (`InstructionOp._built`)."""
+    op_def = cls.get_irdl_definition()
+    if op_def.results or op_def.regions or op_def.successors:
+        return None
+    segments = [o for o in op_def.options if isinstance(o, AttrSizedOperandSegments)]
+    others = [o for o in op_def.options if not isinstance(o, AttrSizedOperandSegments | ParsePropInAttrDict)]
+    if len(segments) != 1 or not segments[0].as_property or others:
+        return None
+    optional = []
+    for _, definition in op_def.operands:
+        if isinstance(definition, OptionalDef):
+            optional.append(True)
+        elif isinstance(definition, VariadicDef):
+            return None
+        else:
+            optional.append(False)
+    return tuple(optional)
 
 
 class InstructionOp(IRDLOperation):
@@ -540,7 +571,10 @@ class InstructionOp(IRDLOperation):
     ) -> InstructionOp:
         """Create an instruction from its role accesses (buffer, pattern, dynamic offset or None)."""
         operands: list[SSAValue | None] = []
-        props: dict[str, Attribute] = {"engine": EngineAttr(engine)}
+        engine_attr = _ENGINE_ATTRS.get(engine)
+        if engine_attr is None:
+            engine_attr = _ENGINE_ATTRS[engine] = EngineAttr(engine)
+        props: dict[str, Attribute] = {"engine": engine_attr}
         props.update(properties or {})
         for role in cls.roles():
             entry = accesses.get(role)
@@ -552,7 +586,37 @@ class InstructionOp(IRDLOperation):
             props[f"{role}_ap"] = pattern
         for name in cls.DYNAMIC_ATTRS:
             operands.append((dynamic or {}).get(name))
-        return cls.build(operands=operands, properties=props)
+        return cls._built(operands, props)
+
+    @classmethod
+    def _built(cls, operands: list[SSAValue | None], properties: dict[str, Attribute]) -> InstructionOp:
+        """`cls.build(operands=operands, properties=properties)`, the same op, without IRDL's generic handling of
+        arguments: an instruction's operands are single values or absent, so their segment sizes are 1 or 0, and
+        that handling was the largest part of making an instruction (several per instruction of every compile)."""
+        optional = _OPERAND_OPTIONAL.get(cls, ())
+        if optional == ():
+            optional = _OPERAND_OPTIONAL[cls] = _operand_optional(cls)
+        if optional is None or len(optional) != len(operands):
+            return cls.build(operands=operands, properties=properties)
+        present: list[SSAValue] = []
+        sizes: list[int] = []
+        for operand, may_be_absent in zip(operands, optional, strict=True):
+            if operand is None:
+                if not may_be_absent:
+                    return cls.build(operands=operands, properties=properties)  # (its error names the operand)
+                sizes.append(0)
+            else:
+                present.append(operand)
+                sizes.append(1)
+        built = {name: attr for name, attr in properties.items() if attr is not None}
+        key = tuple(sizes)
+        segment_sizes = _SEGMENT_SIZES.get(key)
+        if segment_sizes is None:
+            segment_sizes = _SEGMENT_SIZES[key] = DenseArrayBase.from_list(i32, sizes)
+        built[AttrSizedOperandSegments.attribute_name] = segment_sizes
+        op = cls.__new__(cls)
+        Operation.__init__(op, operands=present, properties=built)
+        return op
 
     # ---- verification ----------------------------------------------------------------------------------------
 

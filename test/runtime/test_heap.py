@@ -1,6 +1,7 @@
 """`runtime.heap.compiling`: the heap before the first compile frozen, once; no full collection during a compile,
 its garbage collected as it ends, one collection for several short compiles; a process that froze its heap itself, or disabled the collector,
 keeps its settings. Each case runs in a fresh interpreter: freezing is for the whole process.
+`runtime.heap.first_run`: a simulator's first run with the collector paused, its objects frozen when many.
 `runtime.heap.small_pages`: NumPy's huge-page hint off inside a simulator run, as it was after."""
 
 from __future__ import annotations
@@ -178,3 +179,50 @@ def test_a_first_run_pauses_the_collector_and_later_runs_and_a_disabled_collecto
     )
     # made and walked with the collector paused; the second run replays the tape and walks nothing
     assert found == ["True", "True", "True", "True", "False", "False", "False", "False", "False"]
+
+
+def test_a_first_run_that_leaves_many_objects_freezes_them_and_its_simulator_still_goes_with_its_program():
+    found = _run(
+        """
+        import gc, weakref
+        import numpy as np
+        from neuron_mlir.runtime import heap, simulator
+        from neuron_mlir.runtime.builder import ProgramBuilder
+        from neuron_mlir.runtime.validate import validate_program
+
+        def program():
+            b = ProgramBuilder("trn2", auto_waits=True)
+            x, y = b.input("x", (4, 8), "f32"), b.output("y", (4, 8), "f32")
+            tile = b.sbuf("t", (4, 8), "f32")
+            b.dma(b.ap(tile), b.ap(x))
+            b.dma(b.ap(y), b.ap(tile))
+            return validate_program(b.build())
+
+        def run(validated):  # whether an object made before the run was frozen after it
+            made_before = [validated]
+            (out,), _ = simulator.run_validated(validated, inputs)
+            assert (out == 1).all()
+            return not any(found is made_before for found in gc.get_objects())
+
+        made = []
+        make = simulator.Simulator.__init__
+
+        def init(self, *args):
+            made.append(weakref.ref(self))
+            make(self, *args)
+
+        simulator.Simulator.__init__ = init
+        inputs = [np.ones((4, 8), np.float32)]
+        gc.collect()
+        print(run(program()), gc.isenabled())  # far fewer objects than the bound: left to the collector
+        heap._FREEZE_FIRST_RUN_OBJECTS = 1
+        large = program()
+        print(run(large), gc.isenabled())
+        print(run(large), len(made))  # a later run of the same simulator freezes nothing
+        gc.disable()  # reference counting alone frees a frozen simulator with its program
+        del large
+        print(made[-1]() is None)
+        print(run(program()), gc.isenabled())  # a process that disabled the collector: nothing frozen
+        """
+    )
+    assert found == ["False", "True", "True", "True", "False", "2", "True", "False", "False"]

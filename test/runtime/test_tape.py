@@ -262,6 +262,21 @@ def test_a_validated_program_is_not_validated_again_per_run(monkeypatch):
     assert calls == []
 
 
+def test_a_shared_profile_is_the_stored_one_from_the_first_run_and_copies_are_not():
+    program = _every_prepared_form()
+    shared, copied = validate_program(program), validate_program(program)
+    first = run_validated(shared, _inputs(program, 0), share_profile=True)[1]
+    assert first is shared.cache["profile"]
+    assert run_validated(shared, _inputs(program, 1), share_profile=True)[1] is first
+    first = run_validated(copied, _inputs(program, 0))[1]
+    later = run_validated(copied, _inputs(program, 1))[1]
+    stored = copied.cache["profile"]
+    assert len({id(first), id(later), id(stored)}) == 3
+    assert first.total_ns == later.total_ns == stored.total_ns
+    assert first.instructions is not stored.instructions
+    assert first.events.start is not stored.events.start
+
+
 def test_a_program_beyond_the_pooling_size_still_keeps_its_simulator(monkeypatch):
     """A program keeps one simulator whatever the size of its memories, so its later runs replay the tape rather
     than each being a first run; simulators beyond the first, left by runs at the same time, are dropped when big."""
