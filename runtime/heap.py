@@ -114,18 +114,13 @@ def compiling() -> Iterator[None]:
 def first_run() -> Iterator[None]:
     """Within the block, the cyclic collector does not run; after it, the objects it left are frozen when they are
     many (module docstring)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
+    paused = gc.isenabled()
+    with no_collections():
         yield
         # With the collector paused, the youngest generation's count is the objects made in the block (those
         # freed since are not counted).
-        if gc.get_count()[0] >= _FREEZE_FIRST_RUN_OBJECTS:
+        if paused and gc.get_count()[0] >= _FREEZE_FIRST_RUN_OBJECTS:
             gc.freeze()
-    finally:
-        gc.enable()
 
 
 @contextmanager
