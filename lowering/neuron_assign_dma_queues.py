@@ -93,20 +93,24 @@ def _transfer(op: InstructionOp, costs: InstructionCosts) -> cost_model.DmaCost:
 @dataclass(frozen=True)
 class _Footprint:
     """The elements a constant access pattern touches in its buffer: partitions [first, end) (none in HBM) and,
-    in each, runs of `run` elements from each of `starts` (sorted)."""
+    in each, runs of `run` elements from each of `starts` (sorted), all of them in [low, high)."""
 
     partitions: tuple[int, int]
     starts: np.ndarray
     run: int
+    low: int
+    high: int
 
     def overlaps(self, other: _Footprint) -> bool:
         (a0, a1), (b0, b1) = self.partitions, other.partitions
-        if a1 <= b0 or b1 <= a0:
+        if a1 <= b0 or b1 <= a0 or self.high <= other.low or other.high <= self.low:
             return False
+        if len(self.starts) == 1 and len(other.starts) == 1:  # one run each: their ranges meet
+            return True
         # for each run of self, the last run of other starting before it ends must end after it starts
-        index = np.searchsorted(other.starts, self.starts + self.run)
+        index = other.starts.searchsorted(self.starts + self.run)
         before = index > 0
-        return bool(np.any(other.starts[index[before] - 1] + other.run > self.starts[before]))
+        return bool((other.starts[index[before] - 1] + other.run > self.starts[before]).any())
 
 
 def _footprint(op: InstructionOp, role: str) -> _Footprint | None:
@@ -129,7 +133,8 @@ def _footprint(op: InstructionOp, role: str) -> _Footprint | None:
         starts = (starts[:, None] + np.arange(num, dtype=np.int64) * step).ravel()
     first = pattern.partition_start.data
     partitions = (first, first + pattern.partitions.data) if pattern.is_on_chip else (0, 1)
-    return _Footprint(partitions, np.sort(starts), run)
+    starts.sort()
+    return _Footprint(partitions, starts, run, int(starts[0]), int(starts[-1]) + run)
 
 
 @dataclass

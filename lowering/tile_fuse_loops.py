@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 
 import numpy as np
@@ -471,6 +472,10 @@ def _dominates_before(value: SSAValue, op: Operation) -> bool:
     return owner.is_before_in_block(op)  # walks from the owner only, not twice from the block's start
 
 
+# per memref dimension, the [first, end) indices a tile covers
+Box = tuple[tuple[int, int], ...]
+
+
 @dataclass(frozen=True)
 class _Piece:
     """A tile a store wrote at constant indices: the box it covers in its view (per tile dimension, the memref
@@ -484,10 +489,14 @@ class _Piece:
     tensor_work: int  # TensorE ops of the block before its store (`_forward`)
     transfer: Operation | None = None  # the store (or load) itself
 
-    def box(self) -> list[tuple[int, int]]:
+    # box and footprint are asked for each stored tile by every later load of the tensor: computed once
+    @cached_property
+    def box(self) -> Box:
+        """Per memref dimension, the [first, end) indices the tile covers."""
         extents = dict(zip(self.dims, self.shape, strict=True))
-        return [(first, first + extents.get(dim, 1)) for dim, first in enumerate(self.start)]
+        return tuple((first, first + extents.get(dim, 1)) for dim, first in enumerate(self.start))
 
+    @cached_property
     def footprint(self) -> _Footprint | None:
         """Where the tile's elements lie in the tensor's storage, whatever the view (None for a view that repeats
         elements: a stride of 0)."""
@@ -508,7 +517,9 @@ class _Footprint:
     steps: tuple[int, ...]
     shape: tuple[int, ...]
 
+    @cached_property
     def span(self) -> tuple[int, int]:
+        """The first element and one past the last."""
         return self.base, self.base + sum(
             (extent - 1) * step for extent, step in zip(self.shape, self.steps, strict=True)
         ) + 1
@@ -528,7 +539,7 @@ class _Footprint:
         Exact, by marking one tile's elements within the common span and looking up the other's: linear in the
         tiles' sizes, where intersecting the two offset sets sorted them (tens of milliseconds for a stored
         [128, 2, 768] tile, and a block's loads ask about every stored tile of another view)."""
-        (a0, a1), (b0, b1) = self.span(), other.span()
+        (a0, a1), (b0, b1) = self.span, other.span
         low, high = max(a0, b0), min(a1, b1)
         if high <= low:
             return False
@@ -550,8 +561,8 @@ def _pieces_disjoint(first: _Piece, second: _Piece) -> bool:
     """Whether two stored tiles share no element of the tensor (in the same view by their boxes, else by where
     their elements lie; a footprint that cannot say counts as shared)."""
     if first.view == second.view and first.dims == second.dims:
-        return not _overlap(first.box(), second.box())
-    a, b = first.footprint(), second.footprint()
+        return not _overlap(first.box, second.box)
+    a, b = first.footprint, second.footprint
     if a is None or b is None:
         return False
     return not a.meets(b)
@@ -568,15 +579,19 @@ def _piece(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, value: SSAValue, te
     )
 
 
-def _overlap(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> bool:
-    return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(first, second, strict=True))
+def _overlap(first: Box, second: Box) -> bool:
+    # a loop rather than all() over a generator: asked for every pair of a tensor's stored tiles
+    for (a0, a1), (b0, b1) in zip(first, second, strict=True):  # noqa: SIM110
+        if a1 <= b0 or b1 <= a0:
+            return False
+    return True
 
 
-def _inside(inner: list[tuple[int, int]], outer: list[tuple[int, int]]) -> bool:
+def _inside(inner: Box, outer: Box) -> bool:
     return all(o0 <= i0 and i1 <= o1 for (i0, i1), (o0, o1) in zip(inner, outer, strict=True))
 
 
-def _volume(box: list[tuple[int, int]]) -> int:
+def _volume(box: Box) -> int:
     volume = 1
     for first, end in box:
         volume *= end - first
@@ -592,14 +607,14 @@ def _assembled(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> lis
     wanted = _piece(load, load.source, load.result, tensor_work)
     if wanted is None or list(wanted.dims) != sorted(wanted.dims):
         return None
-    box = wanted.box()
+    box = wanted.box
     parts: list[_Piece] = []
     for piece in pieces:
         if piece.view != wanted.view or piece.dims != wanted.dims:
             if _pieces_disjoint(piece, wanted):
                 continue
             return None  # another view of the tensor: its boxes do not compare
-        other = piece.box()
+        other = piece.box
         if not _overlap(other, box):
             continue
         if not _inside(other, box) or _tile_element(piece.value) != load.tile_type().element_type:
@@ -607,7 +622,7 @@ def _assembled(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> lis
         if other[wanted.dims[0]] != box[wanted.dims[0]]:  # an insert fills the destination's first partitions
             return None
         parts.append(piece)
-    if len(parts) < 2 or sum(_volume(p.box()) for p in parts) != _volume(box):
+    if len(parts) < 2 or sum(_volume(p.box) for p in parts) != _volume(box):
         return None
     if max(p.tensor_work for p in parts) != tensor_work:
         return None
@@ -669,11 +684,11 @@ def _windows(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> list[
     wanted = _piece(load, load.source, load.result, tensor_work)
     if wanted is None or not pieces or max(p.tensor_work for p in pieces) != tensor_work:
         return None
-    target = wanted.footprint()
+    target = wanted.footprint
     if target is None or len(target.shape) < 2:
         return None
-    lo, hi = target.span()
-    overlapping = [p for p in pieces if (f := p.footprint()) is None or (f.span()[0] < hi and lo < f.span()[1])]
+    lo, hi = target.span
+    overlapping = [p for p in pieces if (f := p.footprint) is None or (f.span[0] < hi and lo < f.span[1])]
     if not overlapping:
         return None
     element = load.tile_type().element_type
@@ -682,7 +697,7 @@ def _windows(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> list[
     free = len(target.shape) - 1
     windows: list[_Window] = []
     for piece in overlapping:
-        source = piece.footprint()
+        source = piece.footprint
         if source is None or _tile_element(piece.value) != element or source.shape[0] != target.shape[0]:
             return None
         if source.steps[0] != target.steps[0] and target.shape[0] > 1:
