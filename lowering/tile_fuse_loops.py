@@ -67,7 +67,13 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant, memref_layout, storage_root
+from neuron_mlir.lowering.ir_queries import (
+    defined_functions,
+    erase_stores,
+    integer_constant,
+    memref_layout,
+    storage_root,
+)
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
@@ -905,21 +911,16 @@ def _users_through_views(value: SSAValue) -> Iterator[Operation]:
 
 
 def _remove_dead_stores(function: func.FuncOp) -> None:
+    """Erase the stores to buffers that nothing reads, and with them whatever only they kept alive (the stored
+    values' computations, the views, the buffers, emptied nests): a product left behind with no reader would
+    hold its PSUM accumulator in flight to the program's end."""
+    dead: list[Operation] = []
     for alloc in [op for op in function.body.walk() if isinstance(op, memref.AllocOp)]:
         users = list(_users_through_views(alloc.memref))
-        if not all(isinstance(user, tile.StoreOp | tile.ViewOp) for user in users):
-            continue
-        for user in users:
-            if isinstance(user, tile.StoreOp):
-                user.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-                user.erase()
-        for user in reversed([u for u in users if isinstance(u, tile.ViewOp)]):
-            if user.parent is not None and not user.result.uses:
-                user.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-                user.erase()
-        if not alloc.memref.uses:
-            alloc.detach()
-            alloc.erase()
+        if all(isinstance(user, tile.StoreOp | tile.ViewOp) for user in users):
+            dead.extend([*users, alloc])
+    stores = [op for op in dead if isinstance(op, tile.StoreOp)]
+    erase_stores(stores, [op for op in dead if not isinstance(op, tile.StoreOp)])
 
 
 def _remove_unused_values(block: Block) -> None:

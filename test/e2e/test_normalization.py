@@ -352,6 +352,30 @@ def test_batch_norm_training_channels_over_several_partitions(channels, parts, d
     _batch_norm_against_golden(eager, x.to(dtype), torch.randn(shape))
 
 
+def test_batch_norm_training_without_autograd_channels_split():
+    """A batch norm in training mode run without autograd (a model left in train mode under `torch.no_grad()`):
+    the graph returns the output and the running statistics, not the batch's rstd, so the matmul that would
+    gather rstd from each channel's first part has no reader and goes with its store; left behind, it held its
+    PSUM accumulator in flight while the next batch norm's products reused the bank, and the program failed
+    validation. Output and running statistics against eager."""
+    from neuron_mlir.lowering.convert_torch_to_tile.normalization import _ChannelSplit
+
+    shape = (2, 16, 32, 32)
+    assert _ChannelSplit.of(shape).parts > 1
+    torch.manual_seed(0)
+    norms = [torch.nn.BatchNorm2d(16) for _ in range(3)]
+    eager = torch.nn.Sequential(norms[0], torch.nn.ReLU(), norms[1], torch.nn.Hardswish(), norms[2]).train()
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, backend="neuron-mlir")
+    x = torch.randn(shape) + 2
+    with torch.no_grad():
+        expected, actual = eager(x), compiled(x)
+    assert_close_to_torch(actual, expected, "output")
+    for (name, p), (_, q) in zip(model.named_buffers(), eager.named_buffers(), strict=True):
+        assert_close_to_torch(p, q, f"buffer {name}")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+
+
 class _ChannelsFirstLayerNorm(torch.nn.LayerNorm):
     """ConvNeXt's layer norm of an [N, C, H, W] map over its channels: a permuted view normalized and permuted
     back."""
