@@ -24,7 +24,9 @@ Four measurements, each against a baseline measured in the same process:
   wall ratio measures the load. Both ratios are given with the goal's verdict.
 * compiled: the same models' forward, loss and backward under `torch.compile(backend="neuron-mlir")` (the loss
   inside the compiled function), with the model and inputs on the device against on CPU tensors (goal: no slower
-  on the device).
+  on the device), the two sides taking turns of about 20 ms of calls each: the medians per call, and the median
+  and quartiles of the turns' CPU-time ratios (each compares two stretches of calls a few milliseconds apart, so
+  a change of load between turns moves one ratio, not the median).
 * simulated: the simulated NeuronCore time of one step, read from the device's stream clock by
   `torch.neuron.Event`s: the eager step's forward and backward (in deferred regions, and one program per op)
   next to the compiled forward and backward (whole graphs, fused), and the eager optimizer step.
@@ -222,6 +224,9 @@ def _gpt2() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
     return without_dropout(model), tokens, tokens
 
 
+# CPU seconds a side times per turn in the compiled section
+TURN_SECONDS = 0.02
+
 MODELS: dict[str, Callable[[], tuple[torch.nn.Module, torch.Tensor, torch.Tensor]]] = {"mlp": _mlp, "gpt2": _gpt2}
 
 
@@ -252,28 +257,36 @@ class _Setup:
 
 
 def _paired(
-    first: Callable[[], object], second: Callable[[], object], repeat: int, warmup: int = 2
-) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-    """The medians of CPU, wall and run-queue seconds (`_median_per_call`) of `repeat` calls each of `first` and
-    `second` after `warmup` calls of each, the two taking turns so that both medians come from the same stretch of
-    a shared machine's load rather than from two stretches one after the other. Each turn makes one call untimed
-    before the timed one: the first call after the other side's has its caches cold (a device step leaves the CPU
-    step of the same model twice as slow), and each side is measured as it runs in a loop of its own."""
+    first: Callable[[], object], second: Callable[[], object], repeat: int, warmup: int = 2, inner: int = 1
+) -> tuple[tuple[float, float, float], tuple[float, float, float], list[float]]:
+    """The medians of CPU, wall and run-queue seconds (`_median_per_call`) per call of `repeat` turns each of
+    `first` and `second` after `warmup` calls of each, and the turns' CPU-time ratios first / second. The two take
+    turns so that both medians come from the same stretch of a shared machine's load rather than from two stretches
+    one after the other, and each turn's ratio compares calls seconds apart. Each turn makes one call untimed
+    before `inner` timed ones: the first call after the other side's has its caches cold (a device step leaves the
+    CPU step of the same model twice as slow), and each side is measured as it runs in a loop of its own."""
     for _ in range(warmup):
         first()
         second()
     rounds = []
     for _ in range(repeat):
         first()
-        timed_first = _median_per_call(first, 1, 1)
+        timed_first = _median_per_call(first, inner, 1)
         second()
-        rounds.append((timed_first, _median_per_call(second, 1, 1)))
+        rounds.append((timed_first, _median_per_call(second, inner, 1)))
 
     def medians(samples: list[tuple[float, float, float]]) -> tuple[float, float, float]:
         cpu, wall, wait = zip(*samples, strict=True)
         return statistics.median(cpu), statistics.median(wall), statistics.median(wait)
 
-    return medians([a for a, _ in rounds]), medians([b for _, b in rounds])
+    ratios = [a[0] / b[0] for a, b in rounds]
+    return medians([a for a, _ in rounds]), medians([b for _, b in rounds]), ratios
+
+
+def _spread(ratios: list[float]) -> str:
+    """The median of per-turn ratios and their quartiles, as `median [first quartile, third quartile]`."""
+    first, median, third = statistics.quantiles(ratios, n=4, method="inclusive")
+    return f"{median:.3f} [{first:.3f}, {third:.3f}]"
 
 
 def _simulated_ms(fn: Callable[[], object]) -> float:
@@ -309,9 +322,10 @@ def steps_section(names: list[str], repeat: int) -> tuple[list[str], dict[str, t
         "each model with its eager ops in deferred regions and with each op its own program",
         "",
         "| model | eager ops | device wall ms | device CPU-time ms | device threads' run-queue wait ms | CPU wall ms | "
-        "CPU CPU-time ms | device / CPU (wall) | device / CPU (CPU time) | eager ops per step | of them on the host "
-        "| programs run per step |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "CPU CPU-time ms | device / CPU (wall) | device / CPU (CPU time) | "
+        "turns' CPU-time ratios, median [quartiles] | eager ops per step | of them on the host | "
+        "programs run per step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     simulated: dict[str, tuple[float, float]] = {}
     for name in names:
@@ -319,7 +333,7 @@ def steps_section(names: list[str], repeat: int) -> tuple[list[str], dict[str, t
             device, host = _Setup(name, "neuron"), _Setup(name, "cpu")
             with warnings.catch_warnings(), _Deferral(deferred):
                 warnings.simplefilter("ignore")
-                (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _) = _paired(
+                (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _), ratios = _paired(
                     device.step, host.step, repeat
                 )
                 before = neuron.eager_stats()
@@ -341,7 +355,7 @@ def steps_section(names: list[str], repeat: int) -> tuple[list[str], dict[str, t
                 f"| {name} | {'deferred regions' if deferred else 'each alone'} | {device_wall * 1e3:.1f} | "
                 f"{device_cpu * 1e3:.1f} | {device_wait * 1e3:.1f} | "
                 f"{host_wall * 1e3:.2f} | {host_cpu * 1e3:.2f} | {ratio:.1f} ({_verdict(ratio, 5)}) | "
-                f"{cpu_ratio:.1f} ({_verdict(cpu_ratio, 5)}) | {calls} | {on_host} | {programs} |"
+                f"{cpu_ratio:.1f} ({_verdict(cpu_ratio, 5)}) | {_spread(ratios)} | {calls} | {on_host} | {programs} |"
             )
     return lines, simulated
 
@@ -350,11 +364,13 @@ def compiled_section(names: list[str], repeat: int, eager_simulated: dict[str, t
     import torch._dynamo
 
     lines = [
-        f"compiled forward, loss and backward (torch.compile, backend neuron-mlir), median of {repeat} calls (ms)",
+        f"compiled forward, loss and backward (torch.compile, backend neuron-mlir), medians of {repeat} turns of "
+        f"about {TURN_SECONDS * 1e3:g} ms of calls a side (ms per call)",
         "",
-        "| model | device tensors wall ms | device tensors CPU-time ms | run-queue wait ms | CPU tensors wall ms | "
-        "CPU tensors CPU-time ms | device / CPU (wall) | device / CPU (CPU time) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | calls a turn | device tensors wall ms | device tensors CPU-time ms | run-queue wait ms | "
+        "CPU tensors wall ms | CPU tensors CPU-time ms | device / CPU (wall) | device / CPU (CPU time) | "
+        "turns' CPU-time ratios, median [quartiles] |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     compiled_simulated: dict[str, float] = {}
     for name in names:
@@ -364,13 +380,20 @@ def compiled_section(names: list[str], repeat: int, eager_simulated: dict[str, t
             setup = _Setup(name, device)
             compiled = torch.compile(setup.loss, backend="neuron-mlir")  # the loss too: one graph, no eager op
             calls.append(functools.partial(setup.forward_backward, compiled))
-        (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _) = _paired(calls[0], calls[1], repeat)
+        for call in calls:  # compiled, and warm
+            call()
+            call()
+        # a turn of several calls: a single call of a few hundred microseconds is within a scheduler tick
+        inner = max(1, round(TURN_SECONDS / _median_per_call(calls[1], 1, 3)[0]))
+        (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _), ratios = _paired(
+            calls[0], calls[1], repeat, inner=inner
+        )
         compiled_simulated[name] = _simulated_ms(calls[0])
         ratio, cpu_ratio = device_wall / host_wall, device_cpu / host_cpu
         lines.append(
-            f"| {name} | {device_wall * 1e3:.1f} | {device_cpu * 1e3:.1f} | {device_wait * 1e3:.1f} | "
-            f"{host_wall * 1e3:.1f} | {host_cpu * 1e3:.1f} | {ratio:.2f} ({_verdict(ratio, 1)}) | "
-            f"{cpu_ratio:.2f} ({_verdict(cpu_ratio, 1)}) |"
+            f"| {name} | {inner} | {device_wall * 1e3:.2f} | {device_cpu * 1e3:.2f} | {device_wait * 1e3:.2f} | "
+            f"{host_wall * 1e3:.2f} | {host_cpu * 1e3:.2f} | {ratio:.3f} ({_verdict(ratio, 1)}) | "
+            f"{cpu_ratio:.3f} ({_verdict(cpu_ratio, 1)}) | {_spread(ratios)} |"
         )
     if eager_simulated:
         lines += [
