@@ -168,7 +168,7 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
         if contiguous:
             nbytes = tensor.numel() * itemsize
         else:
-            nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
+            nbytes = _span_bytes(tensor.shape, tensor.stride(), itemsize)
         for entry in held[1]:
             if entry.start < start + nbytes and start < entry.start + entry.nbytes:
                 if entry.dtype != dtype:
@@ -254,12 +254,49 @@ def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source |
         return _within(entry, tensor, entry.start, entry.nbytes)
     if contiguous:
         return ("value", entry.value, None if shape == entry.shape else ("view", shape))
-    found = _permutation(shape, tuple(tensor.stride()))
-    if found is None:
+    view = _permuted_view(shape, tuple(tensor.stride()))
+    if view is None:
         return _within(entry, tensor, entry.start, entry.nbytes)
-    dims, base = found
-    inverse = [dims.index(d) for d in range(len(shape))]
-    return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
+    return ("value", entry.value, view)
+
+
+def _permuted_view(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """The view of a contiguous value whose dimensions, permuted, give a tensor of `shape` at `strides` (a
+    "permute" source view), or None when no permutation does; remembered per layout, as a step reads the same few
+    transposes again and again."""
+    key = (shape, strides)
+    view = _PERMUTED_VIEWS.get(key, _UNSEEN)
+    if view is _UNSEEN:
+        found = _permutation(shape, strides)
+        if found is None:
+            view = None
+        else:
+            dims, base = found
+            view = ("permute", tuple(base), tuple(dims.index(d) for d in range(len(shape))))
+        if len(_PERMUTED_VIEWS) >= _LAYOUTS_KEPT:
+            _PERMUTED_VIEWS.clear()
+        _PERMUTED_VIEWS[key] = view
+    return view
+
+
+def _span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    """`storage.storage_nbytes`, remembered per layout."""
+    key = (shape, strides, itemsize)
+    found = _SPANS.get(key)
+    if found is None:
+        found = storage.storage_nbytes(shape, strides, itemsize)
+        if len(_SPANS) >= _LAYOUTS_KEPT:
+            _SPANS.clear()
+        _SPANS[key] = found
+    return found
+
+
+# layouts of strided operands seen, more than a model's steps read: past it, start afresh
+_LAYOUTS_KEPT = 4096
+# (shape, strides) -> the "permute" view giving that layout from a contiguous value, or None (`_permuted_view`)
+_PERMUTED_VIEWS: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+# (shape, strides, itemsize) -> the bytes spanned (`_span_bytes`)
+_SPANS: dict[tuple[Any, ...], int] = {}
 
 
 def _within(entry: _Written, tensor: torch.Tensor, start: int, nbytes: int) -> Source | None:
