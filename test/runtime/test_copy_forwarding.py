@@ -168,10 +168,11 @@ def test_a_write_back_read_in_part_or_written_in_part_stays():
     assert copy_forwarding._write_back(step, (None, {"dst": tile}))
     assert not copy_forwarding._write_back(step, (None, {"dst": tile[:, :4]}))
     assert not copy_forwarding._write_back(tape._copy_into(tile[:, :4], shadow[:, :4]), (None, {"src": tile}))
-    whole = (0, 0, 4, 0, 32)
+    whole: copy_forwarding.Footprint = (0, 0, 4, 0, 32)
 
-    def unread(*later: tuple[str, tuple[int, ...], np.ndarray]) -> bool:
-        roles = [[("dst", "w", whole, tile)], *[[("x", kind, where, view)] for kind, where, view in later]]
+    def unread(*later: tuple[str, copy_forwarding.Footprint, np.ndarray]) -> bool:
+        roles: list[list[copy_forwarding._Role] | None] = [[("dst", "w", whole, tile)]]
+        roles += [[("x", kind, where, view)] for kind, where, view in later]
         return copy_forwarding._unread(roles, copy_forwarding._Index(roles), 0, tile, whole)
 
     assert unread()
