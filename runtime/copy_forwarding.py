@@ -3,14 +3,16 @@ producer can write their destination.
 
 A program loads tiles from HBM into SBUF, evacuates PSUM into SBUF before its engines read them and stores its
 results from SBUF to HBM; on the simulator each such transfer is a tape step copying bytes between two host arrays,
-and a GPT-2 step's tapes make hundreds of them. Two kinds are left out:
+and a GPT-2 step's tapes make hundreds of them. Three kinds are left out:
 
 * a copy into SBUF or PSUM, when every step that reads the copied tile (until the tile is written whole) reads
   exactly its elements and the source is not written in between: those steps read the source's elements where
   they are;
 * a store to HBM, when the step that wrote its source tile wrote all of it, no step between them touches the
   destination or reads the source, and no later step reads the source before it is written whole: that step
-  writes the destination's elements instead.
+  writes the destination's elements instead;
+* a batched nest's write-back of its last lane's private bytes into SBUF or PSUM (`runtime.vectorize`), when no
+  later step reads a byte of the tile before a step writes all of it: nothing reads what it writes.
 
 Either way every step reads the same bytes in the layouts its results depend on, so it computes the same bits;
 the tile's own bytes are read by no step of the run (an on-chip tile is no output, and the bytes a run reads
@@ -20,8 +22,8 @@ Input contract: a first run's steps, in order, and per step its maker and operan
 `maker(views)` makes the same work over other memory holding the same bytes), and the machine whose memory the
 views lie in. A step's maker tells its opcode and attributes (`tape.instance_step`, `tape.lane_step`), and so
 which of its roles it reads and writes (`refill`'s classification: a role it may leave partly unwritten counts as
-read as well); a step whose maker tells neither (a nest split across threads, a lane write-back) counts as
-reading and writing every view it has.
+read as well); a lane write-back writes its tile whole; a step whose maker tells neither (a nest split across
+threads) counts as reading and writing every view it has.
 
 Output guarantee: `forward_copies` returns the steps and sources of a tape that writes the same bytes to every
 byte any step reads, to HBM and to every on-chip byte but the tiles of the copies and stores left out. A copy step
@@ -30,7 +32,10 @@ every later step that reads a byte of it, before a step writes all of it, reads 
 elements (in any shape a view gives) in a role it does not write, while no step has written a byte of the source
 since the copy; a store from SBUF or PSUM to HBM only when the last step before it that writes a byte of its source
 writes exactly the source's elements in a role it only writes, no step from that one to the store touches the
-destination, none between them reads the source, and the first later step touching the source writes all of it.
+destination, none between them reads the source, and the first later step touching the source writes all of it;
+a write-back (a step `dst[...] = shadow` recorded with no maker and its tile alone, which writes the tile whole and
+reads only its shadow) into SBUF or PSUM only when the first later step touching a byte of the tile writes all of it
+in every role that touches it, or none does.
 Each step made again (its maker) over the other memory reads or writes it at the strides it had (an elementwise
 step: at the same innermost stride), starts no two of its views at one address that did not before (nor, for a
 matmul, the reverse), and is a step of the same form (a prepared step stays prepared, so the replay gets no
@@ -232,6 +237,14 @@ def forward_copies(
     index = _Index(roles)
     left_out = False
     for position, step in enumerate(steps_left):
+        if _write_back(step, sources[position]):
+            # a batch's write-back into SBUF or PSUM that no later step reads: nothing of the run sees its bytes
+            tile = step.func.__self__
+            footprint, where = memory.footprint(tile)
+            if where == "chip" and _unread(roles, index, position, tile, footprint):
+                steps_left[position] = sources[position] = roles[position] = None
+                left_out = True
+            continue
         copied = _copy(step, sources[position])
         if copied is None:
             continue
@@ -273,10 +286,52 @@ def _copy(step: Any, source: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return tile, values
 
 
+def _write_back(step: Any, source: Any) -> bool:
+    """Whether a step is a batched nest's write-back of a lane's private bytes (`tape.batch_steps`): a copy of
+    the last lane's shadow into the real tile, `dst[...] = shadow`, recorded with no maker and the tile alone."""
+    if source is None or source[0] is not None or not isinstance(step, functools.partial):
+        return False
+    views = source[1]
+    tile = getattr(step.func, "__self__", None)
+    return (
+        len(views) == 1
+        and views.get("dst") is tile
+        and isinstance(tile, np.ndarray)
+        and step.func == tile.__setitem__
+        and len(step.args) == 2
+        and step.args[0] is Ellipsis
+        and not step.keywords
+    )
+
+
+def _unread(
+    roles: list[list[_Role] | None], index: _Index, position: int, tile: np.ndarray, footprint: Footprint
+) -> bool:
+    """Whether no step after `position` reads a byte of `footprint` (the tile's) before a step writes all of it;
+    False when some later step may (reads it, writes part of it, or lies beyond `REACH` steps)."""
+    for seen, later in enumerate(index.after(position, (footprint[0],), REACH + 1)):
+        if seen == REACH:
+            return False
+        covered = False
+        for _, kind, where, view in roles[later] or ():
+            if _overlap(where, footprint):
+                if kind != "w" or not _covers(view, where, footprint):
+                    return False  # read (in any of its roles), or written in part
+                covered = True
+        if covered:
+            return True
+    return True
+
+
 def _roles(memory: _Memory, source: Any) -> list[_Role] | None:
     if source is None:
         return None
     maker, views = source
+    if maker is None and len(views) == 1 and "dst" in views:
+        # a batch's write-back (`_write_back`): it writes its tile whole and reads only its shadow, which a step
+        # made again never reads in place of another view (shadows hold nothing between batches)
+        view = views["dst"]
+        return [("dst", "w", memory.footprint(view)[0], view)] if isinstance(view, np.ndarray) and view.size else []
     known = _opcode(maker)
     writes, changed = refill._written(*known) if known is not None else (set(), None)
     found = []

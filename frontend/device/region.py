@@ -168,7 +168,7 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
         if contiguous:
             nbytes = tensor.numel() * itemsize
         else:
-            nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
+            nbytes = _span_bytes(tensor.shape, tensor.stride(), itemsize)
         for entry in held[1]:
             if entry.start < start + nbytes and start < entry.start + entry.nbytes:
                 if entry.dtype != dtype:
@@ -194,7 +194,7 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
             dense = arrays.get((offset, shape, dtype)) if arrays is not None else None
             if dense is None:
                 dense = storage.dense_array(tensor)
-        region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
+        region.inputs.append(_gather(block, stored, tensor) if dense is None else _held(dense))
         region.input_types.append((tuple(shape), dtype))
         index = region.input_keys[key] = len(region.inputs) - 1
     return _INPUT_SOURCES[index] if index < len(_INPUT_SOURCES) else ("input", index)
@@ -207,6 +207,7 @@ _INPUT_SOURCES: list[Source] = [("input", index) for index in range(1024)]
 _VALUE_SOURCES: list[Source] = [("value", value, None) for value in range(4096)]
 _BLOCK_ATTRIBUTE = storage._BLOCK_ATTRIBUTE
 _DENSE_ARRAYS_ATTRIBUTE = storage._DENSE_ARRAYS_ATTRIBUTE
+_GATHERS_ATTRIBUTE = storage._GATHERS_ATTRIBUTE
 # what the native reader of operands' sources (`native.sources_of()`, `use_native`) answers for an operand whose
 # source `_source_of` is to work out
 _SLOW: Any = object()
@@ -253,12 +254,49 @@ def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source |
         return _within(entry, tensor, entry.start, entry.nbytes)
     if contiguous:
         return ("value", entry.value, None if shape == entry.shape else ("view", shape))
-    found = _permutation(shape, tuple(tensor.stride()))
-    if found is None:
+    view = _permuted_view(shape, tuple(tensor.stride()))
+    if view is None:
         return _within(entry, tensor, entry.start, entry.nbytes)
-    dims, base = found
-    inverse = [dims.index(d) for d in range(len(shape))]
-    return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
+    return ("value", entry.value, view)
+
+
+def _permuted_view(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """The view of a contiguous value whose dimensions, permuted, give a tensor of `shape` at `strides` (a
+    "permute" source view), or None when no permutation does; remembered per layout, as a step reads the same few
+    transposes again and again."""
+    key = (shape, strides)
+    view = _PERMUTED_VIEWS.get(key, _UNSEEN)
+    if view is _UNSEEN:
+        found = _permutation(shape, strides)
+        if found is None:
+            view = None
+        else:
+            dims, base = found
+            view = ("permute", tuple(base), tuple(dims.index(d) for d in range(len(shape))))
+        if len(_PERMUTED_VIEWS) >= _LAYOUTS_KEPT:
+            _PERMUTED_VIEWS.clear()
+        _PERMUTED_VIEWS[key] = view
+    return view
+
+
+def _span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    """`storage.storage_nbytes`, remembered per layout."""
+    key = (shape, strides, itemsize)
+    found = _SPANS.get(key)
+    if found is None:
+        found = storage.storage_nbytes(shape, strides, itemsize)
+        if len(_SPANS) >= _LAYOUTS_KEPT:
+            _SPANS.clear()
+        _SPANS[key] = found
+    return found
+
+
+# layouts of strided operands seen, more than a model's steps read: past it, start afresh
+_LAYOUTS_KEPT = 4096
+# (shape, strides) -> the "permute" view giving that layout from a contiguous value, or None (`_permuted_view`)
+_PERMUTED_VIEWS: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+# (shape, strides, itemsize) -> the bytes spanned (`_span_bytes`)
+_SPANS: dict[tuple[Any, ...], int] = {}
 
 
 def _within(entry: _Written, tensor: torch.Tensor, start: int, nbytes: int) -> Source | None:
@@ -321,25 +359,47 @@ def _scalar_value(tensor: torch.Tensor) -> np.ndarray:
 _SCALAR_ELEMENTS: dict[torch.dtype, np.dtype] = {}
 
 
-def _gather(block: Any, tensor: torch.Tensor) -> Callable[[], np.ndarray]:
+def _gather(block: Any, stored: Any, tensor: torch.Tensor) -> Callable[[], np.ndarray]:
     """A strided operand's elements, gathered dense when the region runs (its bytes are the same then: every
-    write to device memory outside the region runs the region first, and the region writes its results last)."""
-    from neuron_mlir.frontend.tensors import numpy_dtype
+    write to device memory outside the region runs the region first, and the region writes its results last).
 
-    element = np.dtype(numpy_dtype(tensor.dtype))
+    The gather is kept on the storage `stored` by the operand's offset, shape, strides and dtype, with the block it
+    reads: a training step reads the same transposed weights step after step, and making the gather (the dtype's
+    lookup, the geometry, the block's bytes) costs several times what finding it does."""
+    offset, shape, dtype = tensor.storage_offset(), tuple(tensor.shape), tensor.dtype
+    key = (offset, shape, tensor.stride(), dtype)
+    kept: dict[tuple[Any, ...], tuple[Any, Callable[[], np.ndarray]]] | None = getattr(stored, _GATHERS_ATTRIBUTE, None)
+    if kept is not None:
+        found = kept.get(key)
+        if found is not None and found[0] is block:
+            return found[1]
+    element = _ELEMENTS.get(dtype)
+    if element is None:
+        from neuron_mlir.frontend.tensors import numpy_dtype
+
+        element = _ELEMENTS[dtype] = np.dtype(numpy_dtype(dtype))
     itemsize = element.itemsize
-    start = tensor.storage_offset() * itemsize
-    shape, strides = tuple(tensor.shape), tuple(s * itemsize for s in tensor.stride())
-    data = block.data
+    start = offset * itemsize
+    strides = tuple(s * itemsize for s in key[2])
     if not _span(shape, strides, itemsize):
         return lambda: np.empty(shape, element)
+    data = block.data
 
     def gather_typed() -> np.ndarray:
         # the elements' view over the block's bytes (the constructor checks that it lies within them; a fifth of
         # what np.lib.stride_tricks.as_strided costs), made dense
         return np.ascontiguousarray(np.ndarray(shape, element, data, start, strides))
 
+    if stored is not None:
+        if kept is None or len(kept) >= storage._DENSE_ARRAYS_PER_STORAGE:
+            kept = {}
+            setattr(stored, _GATHERS_ATTRIBUTE, kept)
+        kept[key] = (block, gather_typed)
     return gather_typed
+
+
+# torch dtype -> its NumPy dtype (`_gather`)
+_ELEMENTS: dict[torch.dtype, np.dtype] = {}
 
 
 def _span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:

@@ -41,6 +41,9 @@ _HOST_VIEWS_ATTRIBUTE = "_neuron_host_views"
 # (offset, shape, dtype) -> a NumPy array over those bytes of the block (`dense_array`), kept on the storage
 _DENSE_ARRAYS_ATTRIBUTE = "_neuron_dense_arrays"
 DENSE_ARRAYS_ATTRIBUTE = _DENSE_ARRAYS_ATTRIBUTE  # for the native hooks, which keep arrays on the storages they make
+# (offset, shape, strides, dtype) -> (block, the gather of those elements), kept on the storage by deferred regions
+# (`region._gather`) for the strided operands they read as inputs
+_GATHERS_ATTRIBUTE = "_neuron_gathers"
 _DENSE_ARRAYS_PER_STORAGE = 16  # more views of one storage than a model's step asks for: start afresh
 
 _numpy_dtypes: dict[torch.dtype, np.dtype] = {}
@@ -446,7 +449,7 @@ def resize_bytes(stored: torch.UntypedStorage, nbytes: int) -> int:
         kept = min(old.nbytes, nbytes)
         block.data[:kept] = old.data[:kept]
     setattr(stored, _BLOCK_ATTRIBUTE, block)
-    for attribute in (_HOST_VIEWS_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE):
+    for attribute in (_HOST_VIEWS_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE, _GATHERS_ATTRIBUTE):
         if hasattr(stored, attribute):
             delattr(stored, attribute)  # they alias the old block
     return int(block.data.ctypes.data)

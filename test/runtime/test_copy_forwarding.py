@@ -131,6 +131,58 @@ def test_loads_in_a_batched_loop_read_in_place():
     _replayed_steps(b.build())
 
 
+def _batched_tiles(read_after: bool) -> Program:
+    """A loop of private SBUF tiles (one batch of lanes): tile i of x squared into u, then stored; with
+    `read_after`, a store after the loop reads what the last lane left in u."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 6 * 16), "f32")
+    last = b.output("last", (128, 16), "f32") if read_after else None
+    t, u = b.sbuf("t", (128, 16), "f32"), b.sbuf("u", (128, 16), "f32")
+    with b.loop(0, 6) as i:
+        column = b.scalar(b.reg(), "mul", i, 16)
+        b.dma(b.ap(t), b.ap(x, [(96, 128), (1, 16)], reg=column))
+        b.inst("activation", "scalar", {"dst": b.ap(u), "src": b.ap(t)}, {"func": "square"})
+        b.dma(b.ap(y, [(96, 128), (1, 16)], reg=column), b.ap(u), queue=1)
+    if last is not None:
+        b.dma(b.ap(last), b.ap(u), queue=2)
+    return b.build()
+
+
+def test_write_backs_of_private_tiles_nothing_reads_are_left_out():
+    """A batched loop's write-back of its last lane's private tiles is replayed only when a later step reads them:
+    after this loop nothing reads t or u, and the tape is the loop's three batched instructions alone (the two
+    write-backs left out); a store after the loop reading u keeps u's write-back. Every run gives the plain
+    path's bits either way."""
+    program = _batched_tiles(False)
+    assert len(_replayed_steps(program)) == _instances(program)
+    program = _batched_tiles(True)
+    assert len(_replayed_steps(program)) == _instances(program) + 1
+
+
+def test_a_write_back_read_in_part_or_written_in_part_stays():
+    """The rule's conditions, on the roles alone: a write-back stays when a later step reads a byte of its tile or
+    writes part of it first, and is left out when a later step writes all of it first or none touches it."""
+    tile = np.zeros((4, 8), np.float32)
+    shadow = np.ones((4, 8), np.float32)
+    step = tape._copy_into(tile, shadow)
+    assert copy_forwarding._write_back(step, (None, {"dst": tile}))
+    assert not copy_forwarding._write_back(step, (None, {"dst": tile[:, :4]}))
+    assert not copy_forwarding._write_back(tape._copy_into(tile[:, :4], shadow[:, :4]), (None, {"src": tile}))
+    whole: copy_forwarding.Footprint = (0, 0, 4, 0, 32)
+
+    def unread(*later: tuple[str, copy_forwarding.Footprint, np.ndarray]) -> bool:
+        roles: list[list[copy_forwarding._Role] | None] = [[("dst", "w", whole, tile)]]
+        roles += [[("x", kind, where, view)] for kind, where, view in later]
+        return copy_forwarding._unread(roles, copy_forwarding._Index(roles), 0, tile, whole)
+
+    assert unread()
+    assert unread(("w", whole, tile))
+    assert unread(("r", (1, 0, 4, 0, 32), tile))  # another array
+    assert not unread(("r", (0, 1, 2, 8, 12), tile[1:2, 2:3]))
+    assert not unread(("rw", whole, tile))
+    assert not unread(("w", (0, 0, 4, 0, 16), tile[:, :4]), ("w", whole, tile))
+
+
 def test_a_matmul_whose_operands_would_become_one_keeps_a_load():
     """Two tiles loaded from the same rows, a matmul's stationary and moving operands: read in place, both would be
     one array, which NumPy multiplies with its own transpose by another BLAS routine (another summation order).

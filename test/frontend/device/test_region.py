@@ -264,6 +264,76 @@ def test_strided_operands_read_from_device_memory(deferred):
     _assert_one_region(deferred, steps, x.to("neuron"), x)
 
 
+def test_a_strided_operands_gather_is_kept_and_reads_the_bytes_of_each_run(deferred):
+    """A strided operand's gather is kept on its storage and found by the next region that reads the same view (a
+    transposed weight, step after step); it reads the bytes as they are when each region runs (an in-place update
+    between the regions shows), and a resize of the storage drops it with the old block."""
+    w = torch.randn(6, 4)
+    dw = w.to("neuron")
+    x = torch.randn(3, 6)
+    dx = x.to("neuron")
+
+    def steps(t, weight):
+        return ((t @ weight) @ weight.t(),)
+
+    _warm(steps, dx, dw)
+    stored = dw.untyped_storage()
+    kept = getattr(stored, deferred._GATHERS_ATTRIBUTE)
+    assert len(kept) == 1
+    (gather,) = [found for _, found in kept.values()]
+    for update in (1.0, -2.5):
+        dw.add_(update)  # in place, settled before the next region: its gather reads the new bytes
+        neuron.synchronize()
+        w.add_(update)
+        runs = deferred.REGION_STATS["regions_run"]
+        (result,) = steps(dx, dw)
+        assert_close_to_torch(result.cpu(), steps(x, w)[0])
+        assert deferred.REGION_STATS["regions_run"] - runs == 1
+        assert [found for _, found in getattr(stored, deferred._GATHERS_ATTRIBUTE).values()] == [gather]
+    stored.resize_(stored.nbytes())  # a new block with the same bytes
+    assert not hasattr(stored, deferred._GATHERS_ATTRIBUTE)
+    assert_close_to_torch(steps(dx, dw)[0].cpu(), steps(x, w)[0])
+
+
+def test_strided_layouts_are_remembered_as_worked_out(deferred, monkeypatch):
+    """The permuted view and the span of a strided operand's layout are remembered per layout, and are what working
+    them out gives: transposes and permutations of dense tensors, sizes of one, repeated elements, gaps."""
+    from neuron_mlir.frontend.device import storage
+
+    monkeypatch.setattr(deferred, "_PERMUTED_VIEWS", {})
+    monkeypatch.setattr(deferred, "_SPANS", {})
+    base = torch.empty(4, 3, 5, 2)
+    views = [
+        base.permute(2, 0, 3, 1),
+        base.transpose(0, 3),
+        base[:, :1].permute(1, 0, 2, 3),
+        base[:, :, ::2],
+        base[:1, 0].expand(6, 5, 2),
+        base.reshape(12, 10).t(),
+        torch.empty(7, 1).t(),
+    ]
+    for view in views:
+        shape, strides = tuple(view.shape), tuple(view.stride())
+        found = deferred._permutation(shape, strides)
+        expected = None
+        if found is not None:
+            dims, order = found
+            expected = ("permute", tuple(order), tuple(dims.index(d) for d in range(len(shape))))
+            assert base.new_empty(order).permute(expected[2]).stride() == strides
+        assert deferred._permuted_view(shape, strides) == expected
+        assert deferred._permuted_view(shape, strides) is deferred._PERMUTED_VIEWS[(shape, strides)]
+        span = storage.storage_nbytes(shape, strides, 4)
+        assert deferred._span_bytes(view.shape, view.stride(), 4) == span
+    monkeypatch.setattr(deferred, "_PERMUTED_VIEWS", {})
+    monkeypatch.setattr(deferred, "_SPANS", {})
+    monkeypatch.setattr(deferred, "_LAYOUTS_KEPT", 2)  # a bounded memory: past it, it starts afresh
+    for view in views:
+        deferred._permuted_view(tuple(view.shape), tuple(view.stride()))
+        deferred._span_bytes(view.shape, view.stride(), 4)
+    assert len(deferred._PERMUTED_VIEWS) <= 2
+    assert len(deferred._SPANS) <= 2
+
+
 def test_an_empty_out_tensor_is_resized_into_the_region(deferred):
     x = torch.randn(5)
     dx = x.to("neuron")
