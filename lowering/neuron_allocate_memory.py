@@ -375,6 +375,7 @@ class _FreedBytes:
 
     def __init__(self) -> None:
         self.ranges: list[tuple[int, int, int]] = []  # (start, end, freed at)
+        self.ends: list[int] = []  # each range's end, ascending as the ranges are disjoint: bisected
 
     def free(self, start: int, end: int, when: int) -> None:
         kept = []
@@ -388,6 +389,7 @@ class _FreedBytes:
                 kept.append((end, range_end, freed))
         kept.append((start, end, when))
         self.ranges = sorted(kept)
+        self.ends = [range_end for _, range_end, _ in self.ranges]
 
     def boundaries(self) -> list[int]:
         return [edge for start, end, _ in self.ranges for edge in (start, end)]
@@ -395,11 +397,11 @@ class _FreedBytes:
     def last_freed(self, start: int, end: int) -> int:
         """The latest death among the buffers that held bytes of [start, end); -1 when none did."""
         latest = -1
-        for range_start, range_end, freed in self.ranges:
+        for index in range(bisect.bisect_right(self.ends, start), len(self.ranges)):
+            range_start, _, freed = self.ranges[index]
             if range_start >= end:
                 break
-            if range_end > start:
-                latest = max(latest, freed)
+            latest = max(latest, freed)
         return latest
 
 
@@ -409,12 +411,18 @@ def _least_recently_freed(
     """The aligned address below `limit` where `size` bytes overlap no active buffer and were freed longest ago
     (bytes never held before all others, the lowest address among equals), or None when no free range below
     `limit` is large enough."""
+    # the active buffers never overlap, so in address order their ends ascend too: the first one ending after an
+    # address is the only one that can overlap a range starting there without starting before it ends
     taken = sorted((address, address + taken_size) for address, taken_size, _ in active)
-    candidates = {_align(edge, alignment) for edge in [0, *freed.boundaries(), *(end for _, end in taken)]}
+    stops = [stop for _, stop in taken]
+    candidates = {_align(edge, alignment) for edge in [0, *freed.boundaries(), *stops]}
     best: tuple[int, int] | None = None
     for address in sorted(candidates):
         end = address + size
-        if end > limit or any(start < end and address < stop for start, stop in taken):
+        if end > limit:
+            break
+        after = bisect.bisect_right(stops, address)
+        if after < len(taken) and taken[after][0] < end:
             continue
         choice = (freed.last_freed(address, end), address)
         if best is None or choice < best:
