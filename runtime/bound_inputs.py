@@ -60,7 +60,7 @@ def bindable_inputs(program: Program) -> dict[int, int]:
         if buffer.memory is Memory.HBM and extent[0] != extent[1]
     )
     starts = [start for start, _ in ranges]
-    reach = []
+    reach: list[int] = []
     for _, end in ranges:
         reach.append(max(end, reach[-1]) if reach else end)
     found = {}

@@ -729,10 +729,10 @@ class _State:
             # (a body writes few of a program's thousands of registers: joining them all, every round of every
             # loop, was half of a large program's validation)
             regs = list(self.regs)
-            mine, theirs = self.regs, other.regs
+            own, others = self.regs, other.regs
             for index in registers:
-                if mine[index] != theirs[index]:
-                    regs[index] = _join(mine[index], theirs[index])
+                if own[index] != others[index]:
+                    regs[index] = _join(own[index], others[index])
         groups = dict(self.groups)
         for key, group in other.groups.items():
             mine = groups.get(key)

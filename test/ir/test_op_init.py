@@ -10,7 +10,7 @@ import random
 
 import pytest
 from xdsl.dialects.builtin import DenseArrayBase, IndexType, StringAttr, f32, i64
-from xdsl.ir import Block, Operation
+from xdsl.ir import Attribute, Block, Operation
 from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
 
@@ -49,7 +49,9 @@ def _arguments(cls: type[IRDLOperation], rng: random.Random, block: Block) -> tu
         else:
             chosen = [rng.choice(values) for _ in range(rng.randint(0, 3))]
             operands.append(chosen if rng.random() < 0.5 else tuple(chosen))
-    properties = {"steps": DenseArrayBase.from_list(i64, [2, 1]) if rng.random() < 0.5 else None}
+    properties: dict[str, Attribute | None] = {
+        "steps": DenseArrayBase.from_list(i64, [2, 1]) if rng.random() < 0.5 else None
+    }
     if rng.random() < 0.5:
         properties["op"] = StringAttr("add")
     return operands, [_TILE] * results, properties

@@ -218,7 +218,7 @@ def test_the_index_gives_the_nearby_steps_that_meet_the_footprints():
             p
             for p in nearest[:limit]
             if p in changed
-            or any(copy_forwarding._overlap(where, f) for _, _, where, _ in roles[p] for f in footprints)
+            or any(copy_forwarding._overlap(where, f) for _, _, where, _ in roles[p] or () for f in footprints)
         ]
         found, beyond = index.near(position, keys, limit, footprints, after)
         assert found == expected
