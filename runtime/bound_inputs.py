@@ -52,6 +52,17 @@ def bindable_inputs(program: Program) -> dict[int, int]:
     for position, binding in enumerate(program.inputs):
         per_buffer.setdefault(binding.buffer, []).append(position)
     kept = set(program.constants)
+    # HBM's non-empty byte ranges by start, with the furthest end among those starting so far: whether a buffer
+    # shares a byte with another, in a bisection rather than a pass over every buffer
+    ranges = sorted(
+        extent
+        for buffer, extent in zip(buffers, extents, strict=True)
+        if buffer.memory is Memory.HBM and extent[0] != extent[1]
+    )
+    starts = [start for start, _ in ranges]
+    reach: list[int] = []
+    for _, end in ranges:
+        reach.append(max(end, reach[-1]) if reach else end)
     found = {}
     for index, positions in per_buffer.items():
         buffer = buffers[index]
@@ -66,14 +77,10 @@ def bindable_inputs(program: Program) -> dict[int, int]:
             or tuple(binding.strides) != row_major_strides(buffer.shape)
         ):
             continue
-        shared = any(
-            other != index
-            and buffers[other].memory is Memory.HBM
-            and extents[other][0] < end
-            and start < extents[other][1]
-            and extents[other][0] != extents[other][1]
-            for other in range(len(buffers))
-        )
+        # another range starting before this one and ending after its start, or starting within it (this one is
+        # among those: it starts within itself)
+        first, past = bisect.bisect_left(starts, start), bisect.bisect_left(starts, end)
+        shared = (first > 0 and reach[first - 1] > start) or past - first > 1
         if not shared:
             found[positions[0]] = index
     return found

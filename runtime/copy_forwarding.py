@@ -50,9 +50,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-import heapq
-import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,16 +100,26 @@ class _Memory:
 
 
 class _Index:
-    """Per footprint key, the positions of the steps with a view there, ascending: only those can touch a view of
-    that key. A step made again is added under its new keys; its old entries stay, harmless (its roles are looked
-    at as they are then)."""
+    """Per footprint key, the positions of the steps with a view there, ascending, and the rectangles of those views:
+    `near` gives the steps within the `REACH` nearest ones of some keys that touch some footprints, so that a copy's
+    checks visit those alone. A step made again is added under its new keys and marked changed (`near` gives it
+    whatever its rectangles); its old entries stay, harmless (its roles are looked at as they are then)."""
 
     def __init__(self, roles: Sequence[list[_Role] | None]) -> None:
         self._positions: dict[int, list[int]] = {}
+        rows: dict[int, list[tuple[int, int, int, int, int]]] = {}
         for position, found in enumerate(roles):
             if found is not None:
-                for key in {where[0] for _, _, where, _ in found}:
+                keys = set()
+                for _, _, (key, p0, p1, low, high), _ in found:
+                    keys.add(key)
+                    rows.setdefault(key, []).append((position, p0, p1, low, high))
+                for key in keys:
                     self._positions.setdefault(key, []).append(position)
+        # per key, [view, (position, first partition, partition after the last, first byte, byte after the last)],
+        # in position order
+        self._rectangles = {key: np.array(found, dtype=np.int64) for key, found in rows.items()}
+        self._changed: list[int] = []  # positions of the steps made again, ascending
 
     def add(self, position: int, found: list[_Role] | None) -> None:
         for key in {where[0] for _, _, where, _ in found or ()}:
@@ -119,33 +127,56 @@ class _Index:
             at = bisect.bisect_left(positions, position)
             if at == len(positions) or positions[at] != position:
                 positions.insert(at, position)
+        at = bisect.bisect_left(self._changed, position)
+        if at == len(self._changed) or self._changed[at] != position:
+            self._changed.insert(at, position)
 
-    def after(self, position: int, keys: Iterable[int], limit: int) -> Iterator[int]:
-        """The first `limit` steps after `position` with a view of one of `keys`, in order."""
+    def nearest(self, position: int, keys: Iterable[int], limit: int, after: bool) -> list[int]:
+        """The first `limit` steps after `position` (or before it, nearest first) with a view of one of `keys`."""
         lists = []
         for key in set(keys):
             positions = self._positions.get(key, [])
-            # the first `limit` of the merge come from the first `limit` of each list
-            start = bisect.bisect_right(positions, position)
-            lists.append(positions[start : start + limit])
-        return itertools.islice(_distinct(heapq.merge(*lists)), limit)
+            if after:
+                start = bisect.bisect_right(positions, position)
+                lists.append(positions[start : start + limit])
+            else:
+                end = bisect.bisect_left(positions, position)
+                lists.append(positions[max(0, end - limit) : end])
+        # the first `limit` of the union come from the first `limit` of each list
+        found = lists[0] if len(lists) == 1 else sorted(set().union(*lists))
+        return found[:limit] if after else found[::-1][:limit]
 
-    def before(self, position: int, keys: Iterable[int], limit: int) -> Iterator[int]:
-        """The `limit` steps before `position` nearest to it with a view of one of `keys`, nearest first."""
-        lists = []
-        for key in set(keys):
-            positions = self._positions.get(key, [])
-            end = bisect.bisect_left(positions, position)
-            lists.append(positions[max(0, end - limit) : end][::-1])
-        return itertools.islice(_distinct(heapq.merge(*lists, reverse=True)), limit)
-
-
-def _distinct(positions: Iterable[int]) -> Iterator[int]:
-    last = None
-    for position in positions:
-        if position != last:
-            yield position
-        last = position
+    def near(
+        self, position: int, keys: Iterable[int], limit: int, footprints: Sequence[Footprint], after: bool
+    ) -> tuple[list[int], bool]:
+        """Of the first `limit` steps after `position` (before it, nearest first) with a view of one of `keys`, those
+        with a view whose rectangle meets one of `footprints` and those made again (a superset of the steps that
+        touch the footprints), in that order; and whether there are more than `limit` such steps."""
+        keys = set(keys)
+        steps = self.nearest(position, keys, limit + 1, after)
+        beyond = len(steps) > limit
+        steps = steps[:limit]
+        if not steps:
+            return [], beyond
+        low, high = (steps[0], steps[-1]) if after else (steps[-1], steps[0])
+        found: set[int] = set()
+        for key in keys:
+            table = self._rectangles.get(key)
+            if table is None:
+                continue
+            first, last = np.searchsorted(table[:, 0], (low, high + 1))
+            rows = table[first:last]
+            meets = np.zeros(len(rows), dtype=bool)
+            for other_key, p0, p1, start, end in footprints:
+                if other_key == key:
+                    meets |= (rows[:, 1] < p1) & (p0 < rows[:, 2]) & (rows[:, 3] < end) & (start < rows[:, 4])
+            found.update(rows[meets, 0].tolist())
+        changed = self._changed
+        within = changed[bisect.bisect_left(changed, low) : bisect.bisect_right(changed, high)]
+        if within:
+            listed = set(steps)
+            found.update(position for position in within if position in listed)
+        return sorted(found, reverse=not after), beyond
 
 
 def _rectangle(key: int, offset: int, view: np.ndarray, row: int) -> Footprint:
@@ -358,12 +389,12 @@ def _readers(
     reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
     readers: dict[int, list[str]] = {}
     source_changed = False
-    # (`_overlap` written out: this loop visits up to REACH steps per copy of the tape)
+    # (`_overlap` written out: this loop visits every step near the copy that touches the tile or the source)
     tile_key, tile_p0, tile_p1, tile_low, tile_high = footprint
     source_key, source_p0, source_p1, source_low, source_high = source
-    for seen, later in enumerate(index.after(position, (tile_key, source_key), REACH + 1)):
-        if seen == REACH:
-            return None  # the tile may be read further on: the copy stays
+    # steps that touch neither change nothing below: only the REACH nearest ones are looked at, and only those
+    nearby, beyond = index.near(position, (tile_key, source_key), REACH, (footprint, source), after=True)
+    for later in nearby:
         found = roles[later]
         if found is None:
             continue
@@ -396,7 +427,7 @@ def _readers(
         if whole:
             return readers
         source_changed = source_changed or writes_source
-    return readers
+    return None if beyond else readers  # (beyond: the tile may be read further on, and the copy stays)
 
 
 def _remade(
@@ -472,9 +503,9 @@ def _producer_moved(
     destination instead, when no step between them touches the destination or reads the source and no later step
     reads the source before it is written whole."""
     producer = None
-    for seen, earlier in enumerate(index.before(position, (footprint[0], source[0]), REACH + 1)):
-        if seen == REACH:
-            return None
+    # (steps touching neither the destination nor the source change nothing below)
+    nearby, beyond = index.near(position, (footprint[0], source[0]), REACH, (footprint, source), after=False)
+    for earlier in nearby:
         found = roles[earlier]
         if found is None:
             continue
@@ -489,10 +520,9 @@ def _producer_moved(
         if any(_overlap(where, source) for _, _, where, _ in found):
             return None  # reads the source: the producer's values would no longer be there
     if producer is None:
-        return None
-    for seen, later in enumerate(index.after(position, (source[0],), REACH + 1)):
-        if seen == REACH:
-            return None  # the source may be read further on
+        return None  # (also when no producer is among the REACH nearest steps)
+    nearby, beyond = index.near(position, (source[0],), REACH, (source,), after=True)
+    for later in nearby:
         found = roles[later]
         if found is None:
             continue
@@ -501,6 +531,9 @@ def _producer_moved(
             return None
         if touched:
             break
+    else:
+        if beyond:
+            return None  # the source may be read further on
     earlier, role = producer
     maker, views = sources[earlier]
     if maker is None:

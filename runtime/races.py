@@ -249,11 +249,11 @@ class RaceChecker:
     at records it is not ordered after (per queue, those with a sequence number its clock has not seen) and of
     those only at ones whose byte hull meets its own (only records of buffers sharing bytes with its own can):
     reads at writes only, writes at both. The record reported is the one a plain list of records per buffer would
-    give: of the aliasing buffers in the order of `aliases`, the first with a racing record, and its earliest
-    recorded racing record. A record is dropped when a later access on an ordered path covers the same bytes the
-    same way, or when no instance still to come can race with it: periodically, every queue the rest of the
-    program may issue to is checked for what its next instance will have seen (its own clock, and for a queue with
-    nothing more in the current top-level node, the clocks of what its next instruction waits on)."""
+    give: of the buffers sharing bytes with its own, in buffer order, the first with a racing record, and its
+    earliest recorded racing record. A record is dropped when a later access on an ordered path covers the same
+    bytes the same way, or when no instance still to come can race with it: periodically, every queue the rest of
+    the program may issue to is checked for what its next instance will have seen (its own clock, and for a queue
+    with nothing more in the current top-level node, the clocks of what its next instruction waits on)."""
 
     _PRUNE_EVERY = 64
     # Deferred instances checked at once (`flush`): enough to amortise the NumPy calls of a check.
@@ -262,7 +262,6 @@ class RaceChecker:
     def __init__(
         self,
         queues: int,
-        aliases: Sequence[Sequence[int]],
         written: Sequence[bool],
         buffer_names: Sequence[str] = (),
         *,
@@ -275,7 +274,6 @@ class RaceChecker:
         self.batched_instances = 0  # instances checked in batches, and the batches
         self.batches = 0
         self.buffer_names = buffer_names
-        self.aliases = aliases  # buffer -> buffers sharing bytes with it (itself included)
         self.written = written  # buffer -> can any instruction write bytes it shares
         self.last_clock: list[list[int]] = [[0] * queues for _ in range(queues)]
         self.sequence = [0] * queues

@@ -37,6 +37,7 @@ unchanged.
 
 from __future__ import annotations
 
+import bisect
 import copy as copy_module
 import dataclasses
 import functools
@@ -276,7 +277,7 @@ class Simulator:
         self.plan_of = {id(plan.inst): plan for plan in self.plans}
         self.live_after = self._live_queues()
         self.next_waits_after = self._next_waits()
-        self._race_facts: tuple[list[list[int]], list[bool], list[str]] | None = None
+        self._race_facts: tuple[list[bool], list[str]] | None = None
         # Loops as nests whose data work may run batched, analysed when first reached (None: never batched).
         self.nests: dict[int, vectorize.Nest | None] = {}
         # Per loop, per entry registers: its trace (None: not traceable) and the batch of its data work, if any.
@@ -577,36 +578,20 @@ class Simulator:
             self._race_facts = self._race_checker_facts()
         return RaceChecker(QUEUES, *self._race_facts, deferred=deferred)
 
-    def _race_checker_facts(self) -> tuple[list[list[int]], list[bool], list[str]]:
-        """The race checker's static inputs: buffers sharing bytes, buffers any instruction writes, names."""
+    def _race_checker_facts(self) -> tuple[list[bool], list[str]]:
+        """The race checker's static inputs: per buffer, whether any instruction writes a byte it shares (its own
+        or another buffer's), and the buffers' names."""
         buffers = self.program.buffers
         homes = self.machine.homes
         extents = []
         for index, buffer in enumerate(buffers):
             row = buffer.elements_per_row * dtypes.itemsize(buffer.dtype)
             extents.append((homes[index].memory_id, homes[index].address, homes[index].address + row))
-        aliases: list[list[int]] = [[] for _ in extents]
-        by_memory: dict[int, list[int]] = {}
-        for index, (memory_id, _, _) in enumerate(extents):
-            by_memory.setdefault(memory_id, []).append(index)
-        for members in by_memory.values():
-            ordered = sorted(members, key=lambda i: extents[i][1])
-            for position, index in enumerate(ordered):
-                _, start, end = extents[index]
-                for other in ordered[position:]:
-                    if extents[other][1] >= end:
-                        break
-                    if extents[other][2] > start:
-                        aliases[index].append(other)
-                        if other != index:
-                            aliases[other].append(index)
-        aliases = [sorted(set(found)) for found in aliases]
         directly_written = [False] * len(buffers)
         for plan in self.plans:
             for op in plan.writes:
                 directly_written[op.site.buffer] = True
-        written = [any(directly_written[other] for other in aliases[index]) for index in range(len(buffers))]
-        return aliases, written, [buffer.name for buffer in buffers]
+        return sharing_written(extents, directly_written), [buffer.name for buffer in buffers]
 
     # ---- memory, inputs and outputs --------------------------------------------------------------------------
 
@@ -808,6 +793,23 @@ class _Recorder:
             self.steps.extend(steps)
             self.accesses.extend(batch.accesses)
         return batch
+
+
+def sharing_written(extents: Sequence[tuple[int, int, int]], written: Sequence[bool]) -> list[bool]:
+    """Per byte range (memory, start, end), whether it shares a byte with one of those that `written` marks, itself
+    included: one that starts before its end and ends after its start, in the same memory."""
+    # per memory, the written ranges by start, with the furthest end among those starting so far
+    starts: dict[int, list[int]] = {}
+    reach: dict[int, list[int]] = {}
+    for memory, start, end in sorted(extent for extent, marked in zip(extents, written, strict=True) if marked):
+        furthest = reach.setdefault(memory, [])
+        starts.setdefault(memory, []).append(start)
+        furthest.append(max(end, furthest[-1]) if furthest else end)
+    found = []
+    for memory, start, end in extents:
+        before = bisect.bisect_left(starts.get(memory, []), end)
+        found.append(before > 0 and reach[memory][before - 1] > start)
+    return found
 
 
 def _instructions_in(node: Node) -> list[Instruction]:

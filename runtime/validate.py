@@ -720,8 +720,19 @@ class _State:
     def copy(self) -> _State:
         return _State(list(self.regs), dict(self.groups))
 
-    def join(self, other: _State) -> _State:
-        regs = [a if a == b else _join(a, b) for a, b in zip(self.regs, other.regs, strict=True)]
+    def join(self, other: _State, registers: Sequence[int] | None = None) -> _State:
+        """The state either of the two may be. `registers`: the only registers in which they may differ (those a
+        loop body writes, when `other` is that body's state after starting from this one or one joined with it)."""
+        if registers is None:
+            regs = [a if a == b else _join(a, b) for a, b in zip(self.regs, other.regs, strict=True)]
+        else:
+            # (a body writes few of a program's thousands of registers: joining them all, every round of every
+            # loop, was half of a large program's validation)
+            regs = list(self.regs)
+            own, others = self.regs, other.regs
+            for index in registers:
+                if own[index] != others[index]:
+                    regs[index] = _join(own[index], others[index])
         groups = dict(self.groups)
         for key, group in other.groups.items():
             mine = groups.get(key)
@@ -741,6 +752,20 @@ class _Interpreter:
         self.v = validator
         self.bank = validator.target.psum_bank_bytes
         self.visits = 0
+        self._written: dict[int, tuple[int, ...]] = {}  # id(loop) -> `written`
+
+    def written(self, loop: Loop) -> tuple[int, ...]:
+        """The registers `loop` writes: its induction, and those its body's scalar ops and loops write."""
+        found = self._written.get(id(loop))
+        if found is None:
+            registers = {loop.induction.index}
+            for node in loop.body:
+                if isinstance(node, ScalarOp):
+                    registers.add(node.dest.index)
+                elif isinstance(node, Loop):
+                    registers.update(self.written(node))
+            found = self._written[id(loop)] = tuple(sorted(registers))
+        return found
 
     def run(self, body: Sequence[Node]) -> None:
         regs = [_const(0)] * self.v.program.num_registers
@@ -795,6 +820,8 @@ class _Interpreter:
             lo = max(upper[0] + 1, lower[0] - (max_trips - 1) * -step)
             lo = hi - (hi - lo) // stride * stride if stride else hi
         induction = _span(lo, hi, stride)
+        # the registers a round may change: the others keep their entry values in every state below
+        written = self.written(loop)
         current = entry
         rounds = 0
         widened_at = None
@@ -803,7 +830,7 @@ class _Interpreter:
             state.regs[loop.induction.index] = induction
             out = self.nodes(loop.body, state, f"{where}.body")
             rounds += 1
-            following = entry.join(out)
+            following = entry.join(out, written)
             if rounds >= max_trips or following == current:
                 break
             if widened_at is None and (rounds >= _MAX_EXACT_ROUNDS or self.visits >= _VISIT_BUDGET):
@@ -814,7 +841,7 @@ class _Interpreter:
                 if rounds >= widened_at + 2:
                     break
             current = following
-        return entry.join(out) if min_trips == 0 else out
+        return entry.join(out, written) if min_trips == 0 else out
 
     def instruction(self, inst: Instruction, state: _State) -> None:
         ops = self.v.operands[id(inst)]

@@ -74,6 +74,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of
 from neuron_mlir.ir.locations import at_source
+from neuron_mlir.ir.op_init import init_op
 from neuron_mlir.ir.verification import memoized_verify, value_key
 from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
@@ -370,7 +371,7 @@ class AllocOp(IRDLOperation):
 
     def __init__(self, result_type: MemRefType, address: int | None = None, name_hint: str | None = None):
         props = {"address": IntegerAttr(address, i64)} if address is not None else {}
-        super().__init__(result_types=[result_type], properties=props)
+        init_op(self, result_types=[result_type], properties=props)
         if name_hint:
             self.buffer.name_hint = name_hint
 
@@ -457,7 +458,7 @@ class ViewOp(IRDLOperation):
     assembly_format = "$source attr-dict `:` type($source) `to` type($result)"
 
     def __init__(self, source: SSAValue, result_type: MemRefType):
-        super().__init__(operands=[source], result_types=[result_type])
+        init_op(self, operands=[source], result_types=[result_type])
 
     def verify_(self) -> None:
         source, result = self.source.type, self.result.type

@@ -65,6 +65,7 @@ from xdsl.utils.exceptions import VerifyException
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
 from neuron_mlir.ir.dialects.neuron import NUMBER, element_type_name, target_of, view_problem
 from neuron_mlir.ir.locations import at_source
+from neuron_mlir.ir.op_init import init_op
 from neuron_mlir.ir.types import is_integer_type, number_attr
 from neuron_mlir.ir.verification import memoized_verify, value_key
 from neuron_mlir.runtime import hardware, isa
@@ -199,7 +200,7 @@ class ViewOp(IRDLOperation):
     assembly_format = "$source attr-dict `:` type($source) `to` type($result)"
 
     def __init__(self, source: SSAValue, result_type: MemRefType):
-        super().__init__(operands=[source], result_types=[result_type])
+        init_op(self, operands=[source], result_types=[result_type])
 
     def verify_(self) -> None:
         source, result = self.source.type, self.result.type
@@ -281,7 +282,7 @@ class LoadOp(_TileTransferOp):
         self, source: SSAValue, indices: Sequence[SSAValue], result_type: TileType, dims: Sequence[int] | None = None
     ):
         props = {"dims": DenseArrayBase.from_list(i64, list(dims))} if dims is not None else {}
-        super().__init__(operands=[source, indices], result_types=[result_type], properties=props)
+        init_op(self, operands=[source, indices], result_types=[result_type], properties=props)
 
     def memref_type(self) -> MemRefType:
         assert isinstance(self.source.type, MemRefType)
@@ -320,7 +321,7 @@ class StoreOp(_TileTransferOp):
 
     def __init__(self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue], dims: Sequence[int] | None = None):
         props = {"dims": DenseArrayBase.from_list(i64, list(dims))} if dims is not None else {}
-        super().__init__(operands=[value, dest, indices], properties=props)
+        init_op(self, operands=[value, dest, indices], properties=props)
 
     def memref_type(self) -> MemRefType:
         assert isinstance(self.dest.type, MemRefType)
@@ -384,7 +385,7 @@ class MatmulOp(IRDLOperation):
         rows: tuple[int, int] | None = None,
     ):
         props = {"rows": DenseArrayBase.from_list(i64, list(rows))} if rows is not None else {}
-        super().__init__(operands=[stationary, moving, acc], result_types=[result_type], properties=props)
+        init_op(self, operands=[stationary, moving, acc], result_types=[result_type], properties=props)
 
     def row_range(self) -> tuple[int, int] | None:
         """(first partition, count) the product contracts over when `rows` is given, else None (all of them)."""
@@ -448,7 +449,7 @@ class TransposeOp(IRDLOperation):
     def __init__(self, value: SSAValue):
         source = _tile(value)
         p, f = source.partitions, source.free_size
-        super().__init__(operands=[value], result_types=[TileType((f, p), source.element_type, Memory.PSUM)])
+        init_op(self, operands=[value], result_types=[TileType((f, p), source.element_type, Memory.PSUM)])
 
     def verify_(self) -> None:
         source, result = _tile(self.input), _tile(self.result)
@@ -478,7 +479,7 @@ class EmptyOp(IRDLOperation):
     assembly_format = "attr-dict `:` type($result)"
 
     def __init__(self, result_type: TileType):
-        super().__init__(result_types=[result_type])
+        init_op(self, result_types=[result_type])
 
     def verify_(self) -> None:
         _check_partitions(self, _tile(self.result), "the tile")
@@ -552,7 +553,7 @@ class ExtractOp(IRDLOperation):
         props = {}
         if steps is not None and any(step != 1 for step in steps):
             props["steps"] = DenseArrayBase.from_list(i64, list(steps))
-        super().__init__(operands=[source, indices], result_types=[result_type], properties=props)
+        init_op(self, operands=[source, indices], result_types=[result_type], properties=props)
 
     def step_values(self) -> tuple[int, ...]:
         """The step of each free dimension of the result (1 unless `steps` says otherwise)."""
@@ -599,7 +600,7 @@ class InsertOp(IRDLOperation):
         props = {}
         if steps is not None and any(step != 1 for step in steps):
             props["steps"] = DenseArrayBase.from_list(i64, list(steps))
-        super().__init__(operands=[value, dest, indices], result_types=[dest.type], properties=props)
+        init_op(self, operands=[value, dest, indices], result_types=[dest.type], properties=props)
 
     def step_values(self) -> tuple[int, ...]:
         """The step of each free dimension of the value inside `dest` (1 unless `steps` says otherwise)."""
@@ -694,7 +695,7 @@ class UnaryOp(_ElementwiseOp):
             props["scale"] = FloatAttr(scale, f64)
         if bias_value != 0.0:
             props["bias_value"] = FloatAttr(bias_value, f64)
-        super().__init__(operands=[value, bias], result_types=[result_type], properties=props)
+        init_op(self, operands=[value, bias], result_types=[result_type], properties=props)
 
     def verify_elementwise(self) -> None:
         if self.fn.data not in isa.ACTIVATION_FUNCTIONS:
@@ -725,7 +726,7 @@ class BinaryOp(_ElementwiseOp):
     assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, lhs: SSAValue, rhs: SSAValue, op: str, result_type: TileType):
-        super().__init__(operands=[lhs, rhs], result_types=[result_type], properties={"op": StringAttr(op)})
+        init_op(self, operands=[lhs, rhs], result_types=[result_type], properties={"op": StringAttr(op)})
 
     def verify_elementwise(self) -> None:
         if self.op.data not in isa.ALU_OPS:
@@ -776,7 +777,7 @@ class BinaryScalarOp(_ElementwiseOp):
             props["scalar"] = number_attr(scalar, is_integer_type(_tile(value).element_type))
         if reverse:
             props["reverse"] = IntegerAttr(1, 1)
-        super().__init__(operands=[value, column], result_types=[result_type], properties=props)
+        init_op(self, operands=[value, column], result_types=[result_type], properties=props)
 
     @property
     def is_reversed(self) -> bool:
@@ -812,7 +813,7 @@ class SelectOp(_ElementwiseOp):
     assembly_format = "$predicate `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, predicate: SSAValue, on_true: SSAValue, on_false: SSAValue, result_type: TileType):
-        super().__init__(operands=[predicate, on_true, on_false], result_types=[result_type])
+        init_op(self, operands=[predicate, on_true, on_false], result_types=[result_type])
 
 
 @irdl_op_definition
@@ -834,7 +835,7 @@ class CopyOp(_ElementwiseOp):
     assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, value: SSAValue, result_type: TileType):
-        super().__init__(operands=[value], result_types=[result_type])
+        init_op(self, operands=[value], result_types=[result_type])
 
 
 @irdl_op_definition
@@ -859,7 +860,7 @@ class FillOp(IRDLOperation):
 
     def __init__(self, value: float, result_type: TileType):
         attr = number_attr(value, is_integer_type(result_type.element_type))
-        super().__init__(result_types=[result_type], properties={"value": attr})
+        init_op(self, result_types=[result_type], properties={"value": attr})
 
     def verify_(self) -> None:
         _check_partitions(self, _tile(self.result), "the tile")
@@ -906,7 +907,7 @@ class IotaOp(IRDLOperation):
             props["base"] = IntegerAttr(base, i64)
         if channel_multiplier:
             props["channel_multiplier"] = IntegerAttr(channel_multiplier, i64)
-        super().__init__(operands=[offset], result_types=[result_type], properties=props)
+        init_op(self, operands=[offset], result_types=[result_type], properties=props)
 
     def step_values(self) -> tuple[int, ...]:
         return tuple(int(v) for v in self.steps.get_values())
@@ -957,7 +958,7 @@ class ReduceOp(IRDLOperation):
         props: dict[str, Attribute] = {"op": StringAttr(op)}
         if axes != 1:
             props["axes"] = IntegerAttr(axes, i64)
-        super().__init__(operands=[value], result_types=[result_type], properties=props)
+        init_op(self, operands=[value], result_types=[result_type], properties=props)
 
     @property
     def reduced_axes(self) -> int:
@@ -1022,7 +1023,7 @@ class ScanOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, value: SSAValue, op: str, result_type: TileType):
-        super().__init__(operands=[value], result_types=[result_type], properties={"op": StringAttr(op)})
+        init_op(self, operands=[value], result_types=[result_type], properties={"op": StringAttr(op)})
 
     def verify_(self) -> None:
         if self.op.data not in SCAN_OPS:
@@ -1066,7 +1067,7 @@ class KernelOp(_ElementwiseOp):
     assembly_format = "$input (`,` $other^)? attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, value: SSAValue, kernel: str, result_type: TileType, other: SSAValue | None = None):
-        super().__init__(operands=[value, other], result_types=[result_type], properties={"kernel": StringAttr(kernel)})
+        init_op(self, operands=[value, other], result_types=[result_type], properties={"kernel": StringAttr(kernel)})
 
     def verify_elementwise(self) -> None:
         if self.kernel.data not in isa.GPSIMD_KERNELS:
@@ -1181,7 +1182,7 @@ class GatherOp(_IndirectOp):
         props: dict[str, Attribute] = {"dim": IntegerAttr(dim, i64)}
         if dims:
             props["dims"] = DenseArrayBase.from_list(i64, list(dims))
-        super().__init__(operands=[source, indices, offsets], result_types=[result_type], properties=props)
+        init_op(self, operands=[source, indices, offsets], result_types=[result_type], properties=props)
 
     def memref_type(self) -> MemRefType:
         assert isinstance(self.source.type, MemRefType)
@@ -1239,7 +1240,7 @@ class ScatterOp(_IndirectOp):
             props["dims"] = DenseArrayBase.from_list(i64, list(dims))
         if accumulate:
             props["accumulate"] = UnitAttr()
-        super().__init__(operands=[value, dest, indices, offsets], properties=props)
+        init_op(self, operands=[value, dest, indices, offsets], properties=props)
 
     def memref_type(self) -> MemRefType:
         assert isinstance(self.dest.type, MemRefType)
@@ -1317,7 +1318,7 @@ class CollectiveOp(IRDLOperation):
         if splits is not None:
             props["input_splits"] = DenseArrayBase.from_list(i64, list(splits[0]))
             props["output_splits"] = DenseArrayBase.from_list(i64, list(splits[1]))
-        super().__init__(operands=[source, dest], properties=props)
+        init_op(self, operands=[source, dest], properties=props)
 
     def verify_(self) -> None:
         kind = self.kind.data
@@ -1406,7 +1407,8 @@ class NkiKernelOp(IRDLOperation):
         scalars: DictionaryAttr,
         fingerprint: StringAttr,
     ):
-        super().__init__(
+        init_op(
+            self,
             operands=[list(inputs), list(outputs)],
             properties={"kernel": kernel, "scalars": scalars, "fingerprint": fingerprint},
         )

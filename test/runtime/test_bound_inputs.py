@@ -245,3 +245,25 @@ def test_outputs_that_read_a_bound_inputs_buffer_copy_the_callers_array():
         assert outputs[2].tobytes() == np.ascontiguousarray(inputs[0].T).tobytes()
         assert not np.shares_memory(outputs[1], inputs[0])  # a copy, the caller's own
     assert _bound(validated) == {0: x}
+
+
+def test_buffers_next_to_an_input_leave_it_bindable():
+    """A buffer ending where an input starts, or starting where it ends, shares no byte with it: the input stays
+    bindable; one reaching a single element into it does not."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    before = b.hbm("before", (64, 32), "f32")
+    x = b.input("x", (64, 32), "f32")
+    after = b.hbm("after", (64, 32), "f32")
+    start = b.buffers[x].address
+    assert b.buffers[before].address + 64 * 32 * 4 == start
+    assert b.buffers[after].address == start + 64 * 32 * 4
+    y = b.output("y", (64, 32), "f32")
+    t = b.sbuf("t", (64, 32), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.dma(b.ap(y), b.ap(t), queue=1)
+    program = b.build()
+    assert bound_inputs.bindable_inputs(program) == {0: x}
+    into = b.hbm("into", (1, 2), "f32", address=start + 64 * 32 * 4 - 4)  # its first element is x's last
+    program = b.build()
+    assert b.buffers[into].address < start + 64 * 32 * 4
+    assert bound_inputs.bindable_inputs(program) == {}

@@ -231,14 +231,50 @@ def test_the_index_gives_the_nearest_steps_of_the_keys_asked_for():
         for position in range(10)
     ]
     index = copy_forwarding._Index(roles)
-    assert list(index.after(2, (0, 1), 10)) == [3, 5, 7, 9]
-    assert list(index.after(2, (0, 1), 2)) == [3, 5]
-    assert list(index.before(9, (0, 1), 10)) == [7, 5, 3, 2]
-    assert list(index.before(9, (0, 1), 3)) == [7, 5, 3]
-    assert list(index.after(0, (2,), 10)) == [8]
+    assert index.nearest(2, (0, 1), 10, after=True) == [3, 5, 7, 9]
+    assert index.nearest(2, (0, 1), 2, after=True) == [3, 5]
+    assert index.nearest(9, (0, 1), 10, after=False) == [7, 5, 3, 2]
+    assert index.nearest(9, (0, 1), 3, after=False) == [7, 5, 3]
+    assert index.nearest(0, (2,), 10, after=True) == [8]
     index.add(5, roles[5])  # a step made again over the same arrays is listed once
     index.add(6, [("r", "r", (1, 0, 1, 0, 4), np.zeros(1))])
-    assert list(index.after(2, (0, 1), 10)) == [3, 5, 6, 7, 9]
+    assert index.nearest(2, (0, 1), 10, after=True) == [3, 5, 6, 7, 9]
+
+
+def test_the_index_gives_the_nearby_steps_that_meet_the_footprints():
+    """`near` keeps, of the nearest steps of the keys, exactly those with a rectangle meeting a footprint asked
+    about, and the steps made again since (whatever their rectangles), with whether more steps lie beyond: the
+    copies' checks, which such a step alone can change, visit only those. Compared with the rectangles' overlaps
+    tested one by one on random footprints."""
+    rng = np.random.default_rng(7)
+
+    def rectangle(keys: tuple[int, ...] = (0, 1, 2)) -> tuple[int, int, int, int, int]:
+        key, p0, low = int(rng.choice(keys)), int(rng.integers(0, 8)), int(rng.integers(0, 64))
+        return key, p0, p0 + int(rng.integers(1, 5)), low, low + int(rng.integers(1, 24))
+
+    for _ in range(200):
+        roles = [
+            None if rng.random() < 0.1 else [("r", "r", rectangle(), np.zeros(1)) for _ in range(rng.integers(1, 4))]
+            for _ in range(60)
+        ]
+        index = copy_forwarding._Index(roles)
+        changed = sorted({int(p) for p in rng.integers(0, 60, size=3)})
+        for position in changed:
+            roles[position] = [("r", "r", rectangle(), np.zeros(1))]
+            index.add(position, roles[position])
+        position, limit, after = int(rng.integers(0, 60)), int(rng.integers(1, 30)), bool(rng.random() < 0.5)
+        keys = tuple({int(k) for k in rng.integers(0, 3, size=2)})
+        footprints = (rectangle(keys), rectangle(keys))  # (a copy's tile and source: of the keys asked about)
+        nearest = index.nearest(position, keys, limit + 1, after)
+        expected = [
+            p
+            for p in nearest[:limit]
+            if p in changed
+            or any(copy_forwarding._overlap(where, f) for _, _, where, _ in roles[p] or () for f in footprints)
+        ]
+        found, beyond = index.near(position, keys, limit, footprints, after)
+        assert found == expected
+        assert beyond == (len(nearest) > limit)
 
 
 def test_a_view_outside_the_machine_has_its_byte_hull_as_footprint():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from neuron_mlir.runtime.builder import ProgramBuilder
-from neuron_mlir.runtime.simulator import RaceError, run_program
+from neuron_mlir.runtime.simulator import RaceError, run_program, sharing_written
 
 
 def load_compute_store(wait_for_load: bool, wait_for_compute: bool):
@@ -219,3 +219,24 @@ def test_a_checked_run_leaves_no_offsets_with_the_operand_sites():
     racy = validate_program(interleaved(False))
     with pytest.raises(RaceError, match="dma_copy"):
         run_validated(racy, [x])
+
+
+def test_buffers_sharing_a_written_byte_are_those_the_pairs_give():
+    """`sharing_written`, which tells the checker which buffers' reads can race (any instruction writes a byte
+    they share), is the pairwise test of every two byte ranges of a memory, an empty range sharing nothing with
+    itself: compared on random ranges, empty ones and equal starts among them."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        extents = []
+        for _ in range(int(rng.integers(1, 25))):
+            start = int(rng.integers(0, 40))
+            extents.append((int(rng.integers(0, 2)), start, start + int(rng.choice([0, 1, 3, 8, 20]))))
+        written = [bool(rng.random() < 0.3) for _ in extents]
+        expected = [
+            any(
+                marked and memory == other_memory and other_start < end and start < other_end
+                for (other_memory, other_start, other_end), marked in zip(extents, written, strict=True)
+            )
+            for memory, start, end in extents
+        ]
+        assert sharing_written(extents, written) == expected
