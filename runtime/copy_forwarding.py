@@ -340,7 +340,7 @@ def _unread(
 ) -> bool:
     """Whether no step after `position` reads a byte of `footprint` (the tile's) before a step writes all of it;
     False when some later step may (reads it, writes part of it, or lies beyond `REACH` steps)."""
-    for seen, later in enumerate(index.after(position, (footprint[0],), REACH + 1)):
+    for seen, later in enumerate(index.nearest(position, (footprint[0],), REACH + 1, after=True)):
         if seen == REACH:
             return False
         covered = False

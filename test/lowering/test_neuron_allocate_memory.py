@@ -1,6 +1,7 @@
 """neuron-allocate-memory's HBM placement (`_least_recently_freed`) against its definition, computed the slow way."""
 
 import random
+from typing import Any
 
 import pytest
 
@@ -8,7 +9,7 @@ from neuron_mlir.lowering.neuron_allocate_memory import _align, _FreedBytes, _le
 
 
 def _by_definition(
-    active: list[tuple[int, int, object]], freed: _FreedBytes, size: int, alignment: int, limit: int
+    active: list[tuple[int, int, Any]], freed: _FreedBytes, size: int, alignment: int, limit: int
 ) -> int | None:
     """Every aligned edge tried, each against every active buffer and every freed range."""
     taken = [(address, address + length) for address, length, _ in active]
@@ -29,7 +30,7 @@ def test_least_recently_freed_is_its_definition(seed):
     """Random buffers placed, freed and placed again as the pass does, each choice the definition's."""
     rng = random.Random(seed)
     alignment, limit = 64, 64 * 400
-    active: list[tuple[int, int, object]] = []
+    active: list[tuple[int, int, Any]] = []
     freed = _FreedBytes()
     for step in range(300):
         if active and rng.random() < 0.45:
