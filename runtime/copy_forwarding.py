@@ -272,7 +272,7 @@ def forward_copies(
             # a batch's write-back into SBUF or PSUM that no later step reads: nothing of the run sees its bytes
             tile = step.func.__self__
             footprint, where = memory.footprint(tile)
-            if where == "chip" and _unread(roles, index, position, tile, footprint):
+            if where == "chip" and _unread(roles, index, position, footprint):
                 steps_left[position] = sources[position] = roles[position] = None
                 left_out = True
             continue
@@ -335,14 +335,12 @@ def _write_back(step: Any, source: Any) -> bool:
     )
 
 
-def _unread(
-    roles: list[list[_Role] | None], index: _Index, position: int, tile: np.ndarray, footprint: Footprint
-) -> bool:
+def _unread(roles: list[list[_Role] | None], index: _Index, position: int, footprint: Footprint) -> bool:
     """Whether no step after `position` reads a byte of `footprint` (the tile's) before a step writes all of it;
     False when some later step may (reads it, writes part of it, or lies beyond `REACH` steps)."""
-    for seen, later in enumerate(index.nearest(position, (footprint[0],), REACH + 1, after=True)):
-        if seen == REACH:
-            return False
+    # steps that do not touch the tile change nothing below: only the REACH nearest ones are looked at
+    nearby, beyond = index.near(position, (footprint[0],), REACH, (footprint,), after=True)
+    for later in nearby:
         covered = False
         for _, kind, where, view in roles[later] or ():
             if _overlap(where, footprint):
@@ -351,7 +349,7 @@ def _unread(
                 covered = True
         if covered:
             return True
-    return True
+    return not beyond  # (beyond: the tile may be read further on)
 
 
 def _roles(memory: _Memory, source: Any) -> list[_Role] | None:

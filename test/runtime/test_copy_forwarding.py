@@ -173,7 +173,7 @@ def test_a_write_back_read_in_part_or_written_in_part_stays():
     def unread(*later: tuple[str, copy_forwarding.Footprint, np.ndarray]) -> bool:
         roles: list[list[copy_forwarding._Role] | None] = [[("dst", "w", whole, tile)]]
         roles += [[("x", kind, where, view)] for kind, where, view in later]
-        return copy_forwarding._unread(roles, copy_forwarding._Index(roles), 0, tile, whole)
+        return copy_forwarding._unread(roles, copy_forwarding._Index(roles), 0, whole)
 
     assert unread()
     assert unread(("w", whole, tile))
