@@ -373,11 +373,7 @@ def _gather(block: Any, stored: Any, tensor: torch.Tensor) -> Callable[[], np.nd
         found = kept.get(key)
         if found is not None and found[0] is block:
             return found[1]
-    element = _ELEMENTS.get(dtype)
-    if element is None:
-        from neuron_mlir.frontend.tensors import numpy_dtype
-
-        element = _ELEMENTS[dtype] = np.dtype(numpy_dtype(dtype))
+    element = storage.numpy_element(dtype)
     itemsize = element.itemsize
     start = offset * itemsize
     strides = tuple(s * itemsize for s in key[2])
@@ -396,10 +392,6 @@ def _gather(block: Any, stored: Any, tensor: torch.Tensor) -> Callable[[], np.nd
             setattr(stored, _GATHERS_ATTRIBUTE, kept)
         kept[key] = (block, gather_typed)
     return gather_typed
-
-
-# torch dtype -> its NumPy dtype (`_gather`)
-_ELEMENTS: dict[torch.dtype, np.dtype] = {}
 
 
 def _span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:

@@ -47,6 +47,18 @@ _GATHERS_ATTRIBUTE = "_neuron_gathers"
 _DENSE_ARRAYS_PER_STORAGE = 16  # more views of one storage than a model's step asks for: start afresh
 
 _numpy_dtypes: dict[torch.dtype, np.dtype] = {}
+
+
+def numpy_element(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype of a torch dtype's elements (`tensors.numpy_dtype`), remembered: asked once per op."""
+    element = _numpy_dtypes.get(dtype)
+    if element is None:  # frontend.tensors imports ml_dtypes: not at registration, which `import torch` runs
+        from neuron_mlir.frontend.tensors import numpy_dtype
+
+        element = _numpy_dtypes[dtype] = np.dtype(numpy_dtype(dtype))
+    return element
+
+
 _torch_dtypes: dict[np.dtype, torch.dtype] = {}
 
 _memory: DeviceMemory | None = None
@@ -283,11 +295,7 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
     if block is None:
         raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
     dtype = tensor.dtype
-    element = _numpy_dtypes.get(dtype)
-    if element is None:  # frontend.tensors imports ml_dtypes: not at registration, which `import torch` runs
-        from neuron_mlir.frontend.tensors import numpy_dtype
-
-        element = _numpy_dtypes[dtype] = numpy_dtype(dtype)
+    element = numpy_element(dtype)
     itemsize = dtype.itemsize
     start = offset * itemsize
     array = block.data[start : start + tensor.numel() * itemsize].view(element).reshape(tensor.shape)
