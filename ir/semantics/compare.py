@@ -7,7 +7,10 @@ summed, not with the size of each result, so cancellation to near zero must not 
 Where eager PyTorch is itself a poor reference (gradients of whole models, low-precision sums over thousands of
 rows, where eager's own error can exceed any fixed tolerance), `golden_mismatch` judges against a float64 run
 instead: our error from the golden result may be at most a small multiple of eager's error in the same dtype,
-plus a few units of the dtype's precision.
+plus a few units of the dtype's precision. One evaluation's error is a sample, not a measure: where a result is
+ill-conditioned (a ReLU whose mask flips with the last bit of its input, a sum with heavy cancellation), eager's
+error on inputs one unit in the last place away can be twenty times its error on the given ones. The caller may
+therefore pass more evaluations of eager, each with its own golden result, and eager's error is their largest.
 """
 
 from __future__ import annotations
@@ -105,10 +108,16 @@ def compare_all(
     return problems
 
 
-def golden_mismatch(actual: np.ndarray, eager: np.ndarray, golden: np.ndarray) -> str | None:
+def golden_mismatch(
+    actual: np.ndarray,
+    eager: np.ndarray,
+    golden: np.ndarray,
+    other_evaluations: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+) -> str | None:
     """None when `actual` is as close to the float64 `golden` result as `eager` (computed in `actual`'s dtype) is,
     within `GOLDEN_FACTOR` and `GOLDEN_FLOOR_ULPS`; errors are maxima relative to the golden result's largest
-    magnitude. Else a one-line description."""
+    magnitude. Else a one-line description. `other_evaluations` are (eager, golden) pairs of the same computation
+    on slightly moved inputs (the module docstring says why); eager's error is the largest of all its pairs."""
     actual, eager, golden = np.asarray(actual), np.asarray(eager), np.asarray(golden, dtype=np.float64)
     if actual.shape != golden.shape or eager.shape != golden.shape:
         return f"shape {actual.shape} (eager {eager.shape}) differs from the golden {golden.shape}"
@@ -123,11 +132,10 @@ def golden_mismatch(actual: np.ndarray, eager: np.ndarray, golden: np.ndarray) -
     ours_special, golden_special = actual[~finite].astype(np.float64), golden[~finite]
     if not np.all((np.isnan(ours_special) & np.isnan(golden_special)) | (ours_special == golden_special)):
         return "non-finite values other than the golden result's (nan against an infinity, or the sign of one)"
-    ours = np.abs(actual[finite].astype(np.float64) - golden[finite])
-    with np.errstate(invalid="ignore"):  # eager's infinities where the golden result is finite: a nan error
-        theirs = np.abs(eager[finite].astype(np.float64) - golden[finite])
-    ours_error = float(np.max(ours, initial=0.0)) / scale
-    eager_error = float(np.max(theirs, initial=0.0)) / scale
+    ours_error = _error(actual, golden)
+    # eager's own error first, so that max keeps a nan there (eager's nan where the golden result is finite): no
+    # result passes against an eager that failed
+    eager_error = max([_error(eager, golden)] + [_error(*pair) for pair in other_evaluations])
     allowed = GOLDEN_FACTOR * eager_error + GOLDEN_FLOOR_ULPS * precision
     if ours_error <= allowed:
         return None
@@ -135,3 +143,13 @@ def golden_mismatch(actual: np.ndarray, eager: np.ndarray, golden: np.ndarray) -
         f"error {ours_error:.3g} (relative to the golden result's largest magnitude {scale:g}) exceeds "
         f"{allowed:.3g} = {GOLDEN_FACTOR:g} x eager's {eager_error:.3g} + {GOLDEN_FLOOR_ULPS:g} ulps"
     )
+
+
+def _error(result: np.ndarray, golden: np.ndarray) -> float:
+    """`result`'s largest error from `golden` where that is finite, relative to its largest magnitude there."""
+    golden = np.asarray(golden, dtype=np.float64)
+    finite = np.isfinite(golden)
+    scale = float(np.max(np.abs(golden[finite]), initial=0.0)) or 1.0
+    with np.errstate(invalid="ignore"):  # a nan where the golden result is finite: a nan error
+        error = np.abs(np.asarray(result)[finite].astype(np.float64) - golden[finite])
+    return float(np.max(error, initial=0.0)) / scale

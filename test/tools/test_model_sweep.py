@@ -387,3 +387,30 @@ def test_the_float64_reference_of_fused_experts(every_architecture):
         got = double(input_ids=tokens).last_hidden_state
     assert got.dtype == torch.float64
     torch.testing.assert_close(got.float(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_rounding_twins_raise_the_bar_only_for_results_that_need_them():
+    import torch
+
+    def step(*values, dtype=torch.float32):
+        return model_sweep.Step([torch.tensor(v, dtype=dtype) for v in values], [], {})
+
+    golden = step([1.0, 2.0], [3.0], dtype=torch.float64)
+    eager = step([1.0, 2.0], [3.0])
+    # an ulp-moved copy of the model that eager gets 2e-4 (of the largest magnitude) wrong
+    twin = (step([1.0, 2.5005], [3.0006]), step([1.0, 2.5], [3.0], dtype=torch.float64))
+    asked = []
+
+    def twins():
+        asked.append(True)
+        return [twin]
+
+    assert model_sweep._compare_step(step([1.0, 2.0], [3.0]), eager, lambda: golden, twins) is None
+    assert not asked  # matching eager within the dtype's tolerance needs no float64 run, nor twins
+    assert model_sweep._compare_step(step([1.0, 2.002], [3.003]), eager, lambda: golden, twins) is None
+    assert len(asked) == 1  # computed once for both outputs
+    problem = model_sweep._compare_step(step([1.0, 2.02], [3.0]), eager, lambda: golden, twins)
+    assert problem is not None
+    assert problem.startswith("forward output 0: error"), problem
+    problem = model_sweep._compare_step(step([1.0, 2.002], [3.0]), eager, lambda: golden)
+    assert problem is not None, "without twins eager's exact result leaves a few ulps"

@@ -26,3 +26,27 @@ def test_non_finite_values_must_be_the_golden_results() -> None:
         problem = golden_mismatch(np.array(ours, dtype=np.float32), same, golden)
         assert problem is not None, ours
         assert "non-finite" in problem
+
+
+def test_eagers_error_is_the_largest_over_its_evaluations() -> None:
+    # eager exact on the given inputs sets a bar of a few ulps; its evaluation on inputs an ulp away, 2e-4 off its
+    # own golden result, shows how sensitive the result is, and the bar is set by that
+    golden = np.array([1.0, 2.0])
+    eager = np.array([1.0, 2.0], dtype=np.float32)
+    ours = np.array([1.0, 2.002], dtype=np.float32)
+    assert golden_mismatch(ours, eager, golden) is not None
+    twin_golden = np.array([1.0, 2.5])
+    twin = np.array([1.0, 2.5005], dtype=np.float32)
+    assert golden_mismatch(ours, eager, golden, [(twin, twin_golden)]) is None
+    farther = np.array([1.0, 2.02], dtype=np.float32)
+    problem = golden_mismatch(farther, eager, golden, [(twin, twin_golden)])
+    assert problem is not None
+    assert "x eager's 0.0002 " in problem
+
+
+def test_eagers_nan_fails_whatever_its_other_evaluations() -> None:
+    golden = np.array([1.0, 2.0])
+    eager = np.array([1.0, np.nan], dtype=np.float32)
+    ours = np.array([1.0, 2.0], dtype=np.float32)
+    twin = (np.array([1.0, 2.5], dtype=np.float32), np.array([1.0, 2.5]))
+    assert golden_mismatch(ours, eager, golden, [twin]) is not None
