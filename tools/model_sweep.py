@@ -1485,7 +1485,9 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
         "runs in its own process: a forward under no_grad and a training step (forward, sum(output * R), backward) "
         'eagerly, through `backend="aot_eager"` (the ceiling: what Dynamo and AOTAutograd capture) and through '
         '`backend="neuron-mlir"`; outputs and gradients are compared with eager within the dtype\'s tolerance (or, '
-        "where not, with a float64 run: at most a small multiple of eager's own error). "
+        "where not, with a float64 run: at most a small multiple of eager's own error, the largest of its errors "
+        f"on the model and on {ROUNDING_TWINS} copies whose parameters moved by about one unit in the last place, "
+        "which show how much of eager's error was luck where a result is that sensitive to rounding). "
         f"Per class: a limit of {options.timeout:.0f} CPU seconds ({WALL_LIMIT_FACTOR} times as many of wall time) "
         f"and a {options.memory_gib:g} GiB address-space limit.",
         "",
