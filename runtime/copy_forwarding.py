@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import refill, tape
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.hardware import Memory
 
 # (array key, first partition, partition after the last, first byte, byte after the last): on chip, bytes within a
@@ -68,12 +69,16 @@ _UNBOUNDED = 1 << 62
 # first run's rewrite stays linear in the tape's length): a copy whose tile, or store whose source, may be read or
 # written further away stays.
 REACH = 512
+# A query of `_Index.near` compares up to so many views of one key in a loop, more with NumPy (whose calls cost
+# more than a loop's visits of a few dozen).
+_LOOPED_ROWS = 48
 
 
 class _Memory:
     """Where views lie in the machine's arrays, as footprints."""
 
-    def __init__(self, machine: Any) -> None:
+    def __init__(self, machine: Any, addresses: Addresses | None = None) -> None:
+        self.address = addresses if addresses is not None else Addresses()
         found = []
         for memory, arrays in machine.arrays.items():
             for (start, end), array in zip(machine.ranges[memory], arrays, strict=True):
@@ -85,18 +90,28 @@ class _Memory:
         found.sort()
         self._lows = [low for low, _, _, _ in found]
         self._arrays = found
+        self._footprints: dict[int, tuple[Footprint, str]] = {}  # id(view) -> `footprint(view)`
 
     def footprint(self, view: np.ndarray) -> tuple[Footprint, str]:
         """The view's footprint and where it lies: "chip" (SBUF or PSUM), "hbm", or "" (outside the machine)."""
-        address = view.__array_interface__["data"][0]
+        # (remembered per view: a view is asked about again when a step reading it or the step itself is made
+        # again; the address memo keeps the view, and so its id, alive)
+        address = self.address(view)
+        known = self._footprints.get(id(view))
+        if known is not None:
+            return known
         index = bisect.bisect_right(self._lows, address) - 1
+        found: tuple[Footprint, str] | None = None
         if index >= 0:
             low, high, row, where = self._arrays[index]
             if address < high:
-                return _rectangle(index, address - low, view, row), where
-        # the byte hull at the address read above (`byte_bounds` would read the array interface again, which
-        # costs more than the rest: most views of a first run's batched nests lie in their lane shadows, here)
-        return _rectangle(-1, address, view, _UNBOUNDED), ""
+                found = _rectangle(index, address - low, view, row), where
+        if found is None:
+            # the byte hull at the address read above (`byte_bounds` would read the array interface again, which
+            # costs more than the rest: most views of a first run's batched nests lie in their lane shadows, here)
+            found = _rectangle(-1, address, view, _UNBOUNDED), ""
+        self._footprints[id(view)] = found
+        return found
 
 
 class _Index:
@@ -107,18 +122,25 @@ class _Index:
 
     def __init__(self, roles: Sequence[list[_Role] | None]) -> None:
         self._positions: dict[int, list[int]] = {}
-        rows: dict[int, list[tuple[int, int, int, int, int]]] = {}
+        # per key, (position, first partition, partition after the last, first byte, byte after the last) of each
+        # view there, in position order, with their positions apart for bisection; as a NumPy table once a query
+        # meets more of them than a loop visits quicker (`near`)
+        self._rows: dict[int, list[tuple[int, int, int, int, int]]] = {}
+        self._row_positions: dict[int, list[int]] = {}
+        self._tables: dict[int, np.ndarray] = {}
         for position, found in enumerate(roles):
             if found is not None:
                 keys = set()
                 for _, _, (key, p0, p1, low, high), _ in found:
                     keys.add(key)
-                    rows.setdefault(key, []).append((position, p0, p1, low, high))
+                    rows = self._rows.get(key)
+                    if rows is None:
+                        rows = self._rows[key] = []
+                        self._row_positions[key] = []
+                    rows.append((position, p0, p1, low, high))
+                    self._row_positions[key].append(position)
                 for key in keys:
                     self._positions.setdefault(key, []).append(position)
-        # per key, [view, (position, first partition, partition after the last, first byte, byte after the last)],
-        # in position order
-        self._rectangles = {key: np.array(found, dtype=np.int64) for key, found in rows.items()}
         self._changed: list[int] = []  # positions of the steps made again, ascending
 
     def add(self, position: int, found: list[_Role] | None) -> None:
@@ -161,15 +183,25 @@ class _Index:
         low, high = (steps[0], steps[-1]) if after else (steps[-1], steps[0])
         found: set[int] = set()
         for key in keys:
-            table = self._rectangles.get(key)
-            if table is None:
+            mine = [footprint for footprint in footprints if footprint[0] == key]
+            if not mine or key not in self._rows:
                 continue
-            first, last = np.searchsorted(table[:, 0], (low, high + 1))
+            row_positions = self._row_positions[key]
+            first, last = bisect.bisect_left(row_positions, low), bisect.bisect_right(row_positions, high)
+            if last - first <= _LOOPED_ROWS:
+                for row_position, p0, p1, start, end in self._rows[key][first:last]:
+                    for _, q0, q1, other_start, other_end in mine:
+                        if p0 < q1 and q0 < p1 and start < other_end and other_start < end:
+                            found.add(row_position)
+                            break
+                continue
+            table = self._tables.get(key)
+            if table is None:
+                table = self._tables[key] = np.array(self._rows[key], dtype=np.int64)
             rows = table[first:last]
             meets = np.zeros(len(rows), dtype=bool)
-            for other_key, p0, p1, start, end in footprints:
-                if other_key == key:
-                    meets |= (rows[:, 1] < p1) & (p0 < rows[:, 2]) & (rows[:, 3] < end) & (start < rows[:, 4])
+            for _, p0, p1, start, end in mine:
+                meets |= (rows[:, 1] < p1) & (p0 < rows[:, 2]) & (rows[:, 3] < end) & (start < rows[:, 4])
             found.update(rows[meets, 0].tolist())
         changed = self._changed
         within = changed[bisect.bisect_left(changed, low) : bisect.bisect_right(changed, high)]
@@ -229,12 +261,15 @@ def _covers(view: np.ndarray, a: Footprint, b: Footprint) -> bool:
     return True
 
 
-def _reshaped(view: np.ndarray, tile: np.ndarray) -> bool:
+def _reshaped(view: np.ndarray, tile: np.ndarray, address: Addresses) -> bool:
     """Whether `view` is `tile` reshaped: the same elements in the same order."""
     if view.dtype != tile.dtype or view.size != tile.size:
         return False
+    # (a reshape of a view starts where the view starts)
+    if address(tile) != address(view):
+        return False
     same = tape._view(tile, view.shape)
-    if same is None or same.__array_interface__["data"][0] != view.__array_interface__["data"][0]:
+    if same is None:
         return False
     return all(a == b for a, b, n in zip(same.strides, view.strides, view.shape, strict=True) if n > 1)
 
@@ -258,10 +293,11 @@ def _form(step: Any) -> Any:
 
 
 def forward_copies(
-    steps: Sequence[tape.Step], sources: Sequence[Any], machine: Any
+    steps: Sequence[tape.Step], sources: Sequence[Any], machine: Any, addresses: Addresses | None = None
 ) -> tuple[list[tape.Step], list[Any]]:
-    """The steps and sources of the tape with the copies left out that the module's rules allow."""
-    memory = _Memory(machine)
+    """The steps and sources of the tape with the copies left out that the module's rules allow; `addresses`,
+    the views' addresses (shared with the first run's other analyses)."""
+    memory = _Memory(machine, addresses if addresses is not None else Addresses())
     steps_left: list[Any] = list(steps)
     sources = list(sources)
     roles: list[list[_Role] | None] = [_roles(memory, source) for source in sources]
@@ -283,11 +319,13 @@ def forward_copies(
         (tile_footprint, tile_memory), (source, source_memory) = memory.footprint(tile), memory.footprint(values)
         remade = None
         if tile_memory == "chip":
-            readers = _readers(roles, index, position, tile, tile_footprint, source)
+            readers = _readers(roles, index, position, tile, tile_footprint, source, memory.address)
             if readers is not None:
-                remade = _remade(steps_left, sources, readers, values)
+                remade = _remade(steps_left, sources, readers, values, memory.address)
         elif tile_memory == "hbm" and source_memory == "chip":
-            remade = _producer_moved(steps_left, sources, roles, index, position, tile, tile_footprint, values, source)
+            remade = _producer_moved(
+                steps_left, sources, roles, index, position, tile, tile_footprint, values, source, memory.address
+            )
         if remade is None:
             continue
         for changed, (step_made, views) in remade.items():
@@ -382,6 +420,7 @@ def _readers(
     tile: np.ndarray,
     footprint: Footprint,
     source: Footprint,
+    address: Addresses,
 ) -> dict[int, list[str]] | None:
     """Per later step reading the tile before it is written whole, the roles it reads it in; None when some step
     reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
@@ -411,7 +450,7 @@ def _readers(
             if not (key == tile_key and p0 < tile_p1 and tile_p0 < p1 and low < tile_high and tile_low < high):
                 continue
             if kind == "r":
-                if not _reshaped(view, tile):
+                if not _reshaped(view, tile, address):
                     return None
                 reads.append(role)
             elif kind == "w" and _covers(view, where, footprint):
@@ -429,7 +468,7 @@ def _readers(
 
 
 def _remade(
-    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray
+    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray, address: Addresses
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """Each reader made again reading the copy's source, when each keeps its layout and form."""
     remade = {}
@@ -443,7 +482,7 @@ def _remade(
             if moved is None or not _same_layout(maker, views, moved, role):
                 return None
             views[role] = moved
-        if not _aliasing_kept(maker, sources[reader][1], views):
+        if not _aliasing_kept(maker, sources[reader][1], views, address):
             return None
         made = maker(views)
         if _form(made) != _form(steps[reader]):
@@ -472,13 +511,13 @@ def _same_layout(maker: Any, views: dict[str, np.ndarray], moved: np.ndarray, ro
     return elementwise and strides[-1][0] == strides[-1][1]
 
 
-def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> bool:
+def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray], address: Addresses) -> bool:
     """Whether the step's views `after` start no two roles at one address that `before` did not (an operand
     passed twice, which a product takes as a matrix times its own transpose, another BLAS routine); for a matmul,
     nor the reverse."""
     pairs = []
     for views in (before, after):
-        starts = {r: v.__array_interface__["data"][0] for r, v in views.items() if isinstance(v, np.ndarray)}
+        starts = {r: address(v) for r, v in views.items() if isinstance(v, np.ndarray)}
         pairs.append({(a, b) for a in starts for b in starts if a < b and starts[a] == starts[b]})
     known = _opcode(maker)
     if known is not None and known[0] == "nc_matmul":
@@ -496,6 +535,7 @@ def _producer_moved(
     footprint: Footprint,
     values: np.ndarray,
     source: Footprint,
+    address: Addresses,
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """A copy from on chip to HBM (a store): the step that wrote its source whole, made again writing the copy's
     destination instead, when no step between them touches the destination or reads the source and no later step
@@ -511,7 +551,7 @@ def _producer_moved(
             return None
         writes = [(role, kind, view) for role, kind, where, view in found if kind != "r" and _overlap(where, source)]
         if writes:
-            if len(writes) != 1 or writes[0][1] != "w" or not _reshaped(writes[0][2], values):
+            if len(writes) != 1 or writes[0][1] != "w" or not _reshaped(writes[0][2], values, address):
                 return None
             producer = (earlier, writes[0][0])
             break
@@ -539,7 +579,7 @@ def _producer_moved(
     moved = tape._view(tile, views[role].shape)
     if moved is None or not _same_layout(maker, views, moved, role):
         return None
-    if not _aliasing_kept(maker, views, {**views, role: moved}):
+    if not _aliasing_kept(maker, views, {**views, role: moved}, address):
         return None
     views = {**views, role: moved}
     made = maker(views)

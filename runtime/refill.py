@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import isa
+from neuron_mlir.runtime.addresses import Addresses
 
 # More separate byte ranges than this to fill in one memory array, and their hull is filled instead.
 MAX_RUNS = 256
@@ -103,7 +104,8 @@ def _address(array: np.ndarray) -> int:
 class _Masks:
     """Per memory array, which bytes are written so far and which were read before being written."""
 
-    def __init__(self, arrays: Sequence[np.ndarray], rows: Sequence[int]) -> None:
+    def __init__(self, arrays: Sequence[np.ndarray], rows: Sequence[int], addresses: Addresses) -> None:
+        self.address = addresses
         self.arrays = list(arrays)
         self.rows = list(rows)  # bytes per partition row of each array (0: one flat row)
         order = sorted(range(len(self.arrays)), key=lambda i: _address(self.arrays[i]))
@@ -180,7 +182,7 @@ class _Masks:
         """(array index, byte offset of the view's element 0, byte hull [lo, hi) end) or None (not simulated)."""
         if view.size == 0:
             return None
-        address = _address(view)
+        address = self.address(view)
         position = bisect.bisect_right(self.starts, address) - 1
         if position < 0:
             return None
@@ -239,12 +241,22 @@ def _written(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]
         if found is None:
             found = _WRITTEN[opcode] = _written_by(opcode, attrs)
         return found
+    # kept per value of the attributes that decide, when those are plain Python values (a batch's attributes may
+    # be arrays of the lanes' values)
+    accumulate, indirect = attrs.get("accumulate", False), attrs.get("indirect")
+    if type(accumulate) is bool and (indirect is None or type(indirect) is str):
+        key = (opcode, accumulate, indirect)
+        found = _WRITTEN_BY_ATTRIBUTES.get(key)
+        if found is None:
+            found = _WRITTEN_BY_ATTRIBUTES[key] = _written_by(opcode, attrs)
+        return found
     return _written_by(opcode, attrs)
 
 
 # Opcodes whose written roles depend on their attributes (`_written_by`); the others' are kept per opcode.
 _DEPENDS_ON_ATTRIBUTES = frozenset({"nc_matmul", "dma_copy"})
 _WRITTEN: dict[str, tuple[set[str], set[str]]] = {}
+_WRITTEN_BY_ATTRIBUTES: dict[tuple[str, bool, str | None], tuple[set[str], set[str]]] = {}
 
 
 def _written_by(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -274,13 +286,15 @@ def bytes_read_first(
     loaded: Sequence[np.ndarray],
     overwritten: Sequence[np.ndarray],
     outputs: Sequence[np.ndarray],
+    addresses: Addresses | None = None,
 ) -> list[np.ndarray]:
     """Views of `arrays` (the machine's memories) covering every byte the run read before writing it.
 
     `rows` are the arrays' bytes per partition row (0 for HBM); `accesses` the run's instances (or batched steps)
     in order; `loaded` the views loading writes (constants and inputs); `overwritten` parts of `arrays` loading
-    writes completely, byte for byte; `outputs` the views read after the run."""
-    masks = _Masks(arrays, rows)
+    writes completely, byte for byte; `outputs` the views read after the run; `addresses` the views' addresses
+    (shared with the run's other analyses)."""
+    masks = _Masks(arrays, rows, addresses if addresses is not None else Addresses())
     parts: dict[int, list[tuple[int, int]]] = {}
     for part in overwritten:
         found = masks.locate(part)

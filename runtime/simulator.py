@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import blas, bound_inputs, copy_forwarding, dtypes, heap, host_arena, refill, tape, vectorize
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import Lanes, trace
@@ -287,8 +288,8 @@ class Simulator:
         # writing them (the only ones a later run must fill again; None: all of them).
         self.tape: tape.Tape | None = None
         self._refill: list[np.ndarray] | None = None
-        # The taped run's accesses while the refill analysis waits for the second run.
-        self._unanalysed: list[refill.Access] | None = None
+        # The taped run's accesses, and their views' addresses, while the refill analysis waits for the second run.
+        self._unanalysed: tuple[list[refill.Access], Addresses] | None = None
         self._fresh_memory = True
         self._loaded_ranges = self._ranges_load_overwrites()
         self._entry: _EntryViews | None = None  # see `_entry_views`
@@ -379,10 +380,12 @@ class Simulator:
             self._analyse_refill()
         else:
             # later runs read on-chip copies' sources in place where they can (`runtime.copy_forwarding`)
-            steps, sources = copy_forwarding.forward_copies(recorder.steps, recorder.sources, self.machine)
+            # (the three analyses of the recorded views look each view's address up once)
+            addresses = Addresses()
+            steps, sources = copy_forwarding.forward_copies(recorder.steps, recorder.sources, self.machine, addresses)
             self.tape = tape.Tape(steps)
-            self._bind_inputs(sources)
-            self._unanalysed = recorder.accesses
+            self._bind_inputs(sources, addresses)
+            self._unanalysed = (recorder.accesses, addresses)
             # In the next run when it costs no more than the data work (so that run costs at most about two steady
             # ones); else now, in a first run that costs more than that anyway.
             if refill.analysis_seconds(recorder.accesses) > recorder.seconds:
@@ -391,9 +394,9 @@ class Simulator:
 
     def _analyse_refill(self) -> None:
         """Work out the bytes later runs must fill again (`runtime.refill`) from the taped run's accesses."""
-        accesses = self._unanalysed
-        if accesses is None:
+        if self._unanalysed is None:
             return
+        accesses, addresses = self._unanalysed
         self._unanalysed = None
         machine = self.machine
         constants, bindings, outputs = self._entry_views()
@@ -409,6 +412,7 @@ class Simulator:
             [view for view, _ in constants] + [view for view, _, _ in bindings],
             self._overwritten_views(),
             outputs,
+            addresses,
         )
 
     def finish(self) -> None:
@@ -432,11 +436,11 @@ class Simulator:
                 self.machine.release(index)
         self._release_bound = False
 
-    def _bind_inputs(self, sources: Sequence[bound_inputs.Source]) -> None:
+    def _bind_inputs(self, sources: Sequence[bound_inputs.Source], addresses: Addresses) -> None:
         """Work out which inputs steady runs read in place, from the first run's recorded steps."""
         homes = self.machine.homes
         candidates = {position: homes[index].array for position, index in self._bindable.items()}
-        self._binding = bound_inputs.InputBinding.build(candidates, self._bindable, sources)
+        self._binding = bound_inputs.InputBinding.build(candidates, self._bindable, sources, addresses)
         self._release_bound = True
 
     def _start(self, inputs: Sequence[np.ndarray], bind: bool = False) -> dict[int, np.ndarray]:

@@ -1,0 +1,33 @@
+"""Host addresses of NumPy views, looked up once each for the analyses that follow a first run.
+
+A first run's tape is analysed three times over the same views: which bytes later runs must fill again
+(`runtime.refill`), which copies the tape need not make (`runtime.copy_forwarding`) and which inputs steady runs
+read in place (`runtime.bound_inputs`). Each needs the address of every view's element 0, and NumPy gives it only
+through the array interface, a dictionary built afresh per call (about a microsecond, as much as the rest of an
+analysis's work on a view). `Addresses` remembers the address of each view it was asked about.
+
+Guarantee: `Addresses()(view)` is `view.__array_interface__["data"][0]`. The memo holds a reference to every view
+it answers for, so an id it keys on never passes to another object while the memo lives; drop it with the
+analyses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Addresses:
+    """`address(view)`: the host address of `view`'s element 0, remembered per view (module docstring)."""
+
+    __slots__ = ("_held", "_known")
+
+    def __init__(self) -> None:
+        self._known: dict[int, int] = {}  # id(view) -> address
+        self._held: list[np.ndarray] = []  # the views keyed on, alive as long as their ids are keys
+
+    def __call__(self, view: np.ndarray) -> int:
+        address = self._known.get(id(view))
+        if address is None:
+            address = self._known[id(view)] = view.__array_interface__["data"][0]
+            self._held.append(view)
+        return address
