@@ -6,7 +6,7 @@ read in place (`runtime.bound_inputs`). Each needs the address of every view's e
 through the array interface, a dictionary built afresh per call (about a microsecond, as much as the rest of an
 analysis's work on a view). `Addresses` remembers the address of each view it was asked about.
 
-Guarantee: `Addresses()(view)` is `view.__array_interface__["data"][0]`. The memo holds a reference to every view
+Guarantee: `Addresses().of(view)` is `view.__array_interface__["data"][0]`. The memo holds a reference to every view
 it answers for, so an id it keys on never passes to another object while the memo lives; drop it with the
 analyses.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 
 class Addresses:
-    """`address(view)`: the host address of `view`'s element 0, remembered per view (module docstring)."""
+    """`of(view)`: the host address of `view`'s element 0, remembered per view (module docstring)."""
 
     __slots__ = ("_held", "_known")
 
@@ -25,7 +25,7 @@ class Addresses:
         self._known: dict[int, int] = {}  # id(view) -> address
         self._held: list[np.ndarray] = []  # the views keyed on, alive as long as their ids are keys
 
-    def __call__(self, view: np.ndarray) -> int:
+    def of(self, view: np.ndarray) -> int:
         address = self._known.get(id(view))
         if address is None:
             address = self._known[id(view)] = view.__array_interface__["data"][0]

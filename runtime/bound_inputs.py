@@ -130,7 +130,7 @@ class InputBinding:
         """The binding of the `candidates` (input position -> the host array holding exactly its buffer) that
         every recorded step allows; `buffers` maps input positions to buffers; `addresses`, the views' addresses
         (shared with the first run's other analyses)."""
-        address = addresses if addresses is not None else Addresses()
+        address = (addresses if addresses is not None else Addresses()).of
         hulls = sorted((_byte_hull(array, address(array)), position) for position, array in candidates.items())
         lows = [low for (low, _), _ in hulls]
         refused: set[int] = set()

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,7 @@ Footprint = tuple[int, int, int, int, int]
 # per role of a step: (role, "r" read, "w" written whole, "rw" both or a partial write, its footprint, its view)
 _Role = tuple[str, str, Footprint, np.ndarray]
 _UNBOUNDED = 1 << 62
+_Address = Callable[[np.ndarray], int]  # a view's host address (`Addresses.of`)
 # How many of the steps touching the memory arrays of a copy's two views are looked at, before or after it (the
 # first run's rewrite stays linear in the tape's length): a copy whose tile, or store whose source, may be read or
 # written further away stays.
@@ -78,14 +79,14 @@ class _Memory:
     """Where views lie in the machine's arrays, as footprints."""
 
     def __init__(self, machine: Any, addresses: Addresses | None = None) -> None:
-        self.address = addresses if addresses is not None else Addresses()
+        self.address = (addresses if addresses is not None else Addresses()).of
         found = []
         for memory, arrays in machine.arrays.items():
             for (start, end), array in zip(machine.ranges[memory], arrays, strict=True):
                 if array.size == 0:
                     continue
                 row = _UNBOUNDED if memory is Memory.HBM else end - start
-                low = array.__array_interface__["data"][0]
+                low = self.address(array)
                 found.append((low, low + array.nbytes, row, "hbm" if memory is Memory.HBM else "chip"))
         found.sort()
         self._lows = [low for low, _, _, _ in found]
@@ -261,7 +262,7 @@ def _covers(view: np.ndarray, a: Footprint, b: Footprint) -> bool:
     return True
 
 
-def _reshaped(view: np.ndarray, tile: np.ndarray, address: Addresses) -> bool:
+def _reshaped(view: np.ndarray, tile: np.ndarray, address: _Address) -> bool:
     """Whether `view` is `tile` reshaped: the same elements in the same order."""
     if view.dtype != tile.dtype or view.size != tile.size:
         return False
@@ -420,7 +421,7 @@ def _readers(
     tile: np.ndarray,
     footprint: Footprint,
     source: Footprint,
-    address: Addresses,
+    address: _Address,
 ) -> dict[int, list[str]] | None:
     """Per later step reading the tile before it is written whole, the roles it reads it in; None when some step
     reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
@@ -468,7 +469,7 @@ def _readers(
 
 
 def _remade(
-    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray, address: Addresses
+    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray, address: _Address
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """Each reader made again reading the copy's source, when each keeps its layout and form."""
     remade = {}
@@ -511,7 +512,7 @@ def _same_layout(maker: Any, views: dict[str, np.ndarray], moved: np.ndarray, ro
     return elementwise and strides[-1][0] == strides[-1][1]
 
 
-def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray], address: Addresses) -> bool:
+def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray], address: _Address) -> bool:
     """Whether the step's views `after` start no two roles at one address that `before` did not (an operand
     passed twice, which a product takes as a matrix times its own transpose, another BLAS routine); for a matmul,
     nor the reverse."""
@@ -535,7 +536,7 @@ def _producer_moved(
     footprint: Footprint,
     values: np.ndarray,
     source: Footprint,
-    address: Addresses,
+    address: _Address,
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """A copy from on chip to HBM (a store): the step that wrote its source whole, made again writing the copy's
     destination instead, when no step between them touches the destination or reads the source and no later step

@@ -97,20 +97,17 @@ _WORDS: dict[int, np.dtype[Any]] = {
 _ONES = {size: np.array(int.from_bytes(b"\x01" * size, "little"), dtype) for size, dtype in _WORDS.items()}
 
 
-def _address(array: np.ndarray) -> int:
-    return array.__array_interface__["data"][0]
-
-
 class _Masks:
     """Per memory array, which bytes are written so far and which were read before being written."""
 
     def __init__(self, arrays: Sequence[np.ndarray], rows: Sequence[int], addresses: Addresses) -> None:
-        self.address = addresses
+        self.address = addresses.of
         self.arrays = list(arrays)
         self.rows = list(rows)  # bytes per partition row of each array (0: one flat row)
-        order = sorted(range(len(self.arrays)), key=lambda i: _address(self.arrays[i]))
+        starts = [self.address(array) for array in self.arrays]
+        order = sorted(range(len(self.arrays)), key=starts.__getitem__)
         self.order = order
-        self.starts = [_address(self.arrays[i]) for i in order]
+        self.starts = [starts[i] for i in order]
         self.written: dict[int, np.ndarray] = {}
         self.needed: dict[int, np.ndarray] = {}
         # per array, per partition range: the byte ranges (within a row) written in all its partitions so far
