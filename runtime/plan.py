@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import collectives, cost_model, dtypes, isa
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.hardware import PARTITIONS, Engine, Memory, Target
 from neuron_mlir.runtime.machine import MEMORY_NAMES, Home, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES
@@ -105,7 +106,7 @@ def _layout(home: Home, access: Access, layouts: dict[tuple[object, ...], _Layou
 class OperandPlan:
     """One operand of one static instruction: how to view it and which bytes it touches."""
 
-    __slots__ = ("column", "register", "role", "site", "static_view", "view_args")
+    __slots__ = ("column", "host_address", "register", "role", "site", "static_view", "view_args")
 
     def __init__(
         self,
@@ -113,12 +114,14 @@ class OperandPlan:
         role: str,
         access: Access,
         is_write: bool,
-        layouts: dict[tuple[object, ...], _Layout] | None = None,
+        shared: _Shared | None = None,
     ) -> None:
-        """`layouts`: what operands of one buffer, pattern and partitions share, worked out once (`_Layout`)."""
+        """`shared`: what operands of one buffer, pattern and partitions share, worked out once (`_Layout`)."""
         self.role = role
         home = machine.homes[access.buffer]
-        layout = _layout(home, access, layouts if layouts is not None else {})
+        if shared is None:
+            shared = _Shared()
+        layout = _layout(home, access, shared.layouts)
         itemsize = layout.itemsize
         self.register = access.offset_reg.index if access.offset_reg is not None else -1
         self.column = -1  # position of `register` in the instance's register values (set by the plan)
@@ -131,6 +134,8 @@ class OperandPlan:
             layout.strides,
             itemsize,
         )
+        # the host address of the view's element 0 with the register at 0 (`runtime.addresses`)
+        self.host_address = shared.array_address(home.array) + start + layout.partition_bytes
         self.static_view = self.view(0) if self.register < 0 else None
         self.site = AccessSite(
             role,
@@ -220,9 +225,8 @@ class InstructionPlan:
         self.execute: Callable[..., None] = spec.semantics
         if inst.engine is Engine.COLLECTIVE and self.location:
             self.execute = _located(spec.semantics, self.location)
-        layouts = shared.layouts if shared is not None else None
         self.operands = [
-            OperandPlan(machine, role, access, role in written_roles, layouts) for role, access in inst.operands.items()
+            OperandPlan(machine, role, access, role in written_roles, shared) for role, access in inst.operands.items()
         ]
         self.reads = [op for op in self.operands if not op.site.is_write]
         self.writes = [op for op in self.operands if op.site.is_write]
@@ -305,9 +309,11 @@ def plan_program(
     index_of_id: dict[int, int],
     machine: Machine,
     target: Target,
+    addresses: Addresses | None = None,
 ) -> list[InstructionPlan]:
-    """Plans of `instructions` (the program's static instructions in program order), indexed like them."""
-    shared = _Shared()
+    """Plans of `instructions` (the program's static instructions in program order), indexed like them;
+    `addresses`, where the machine's arrays' addresses are looked up (and kept)."""
+    shared = _Shared(addresses)
     return [
         InstructionPlan(index, inst, program, machine, target, [index_of_id[w] for w in inst.waits], shared)
         for index, inst in enumerate(instructions)
@@ -317,9 +323,10 @@ def plan_program(
 class _Shared:
     """What the plans of one program share: per instruction form and per operand layout."""
 
-    def __init__(self) -> None:
+    def __init__(self, addresses: Addresses | None = None) -> None:
         self.forms: dict[tuple[object, ...], _Form] = {}
         self.layouts: dict[tuple[object, ...], _Layout] = {}
+        self.array_address = (addresses if addresses is not None else Addresses()).of  # of the machine's arrays
 
 
 class _Form:

@@ -256,8 +256,10 @@ class Simulator:
         bindable = bound_inputs.bindable_inputs(program)
         self.machine = Machine(program.buffers, validated.sizes, bindable.values(), arena)
         self.uses_blas = any(inst.opcode == "nc_matmul" for inst in validated.instructions)
+        # the host addresses of the machine's arrays, for the plans and a first run's analyses (`runtime.addresses`)
+        self.addresses = Addresses()
         self.plans: list[InstructionPlan] = plan_program(
-            program, validated.instructions, validated.index_of_id, self.machine, self.target
+            program, validated.instructions, validated.index_of_id, self.machine, self.target, self.addresses
         )
         written = {op.site.buffer for plan in self.plans for op in plan.writes}
         # Inputs that steady runs may read where the caller holds them (`runtime.bound_inputs`), once the tape shows
@@ -381,7 +383,7 @@ class Simulator:
         else:
             # later runs read on-chip copies' sources in place where they can (`runtime.copy_forwarding`)
             # (the three analyses of the recorded views look each view's address up once)
-            addresses = Addresses()
+            addresses = recorder.addresses
             steps, sources = copy_forwarding.forward_copies(recorder.steps, recorder.sources, self.machine, addresses)
             self.tape = tape.Tape(steps)
             self._bind_inputs(sources, addresses)
@@ -753,12 +755,18 @@ class _Recorder:
         self.steps: list[tape.Step] = []
         self.sources: list[bound_inputs.Source] = []  # per step, its maker and views (`runtime.bound_inputs`)
         self.accesses: list[refill.Access] = []
+        # the addresses of the views the steps use, for the analyses of the recording (`runtime.addresses`)
+        self.addresses = simulator.addresses.copy()
         # CPU seconds spent on the data work itself (about what a run of the tape will take), weighed against
         # `refill.analysis_seconds`, a CPU-time estimate: wall time would let the load of a shared machine decide
         self.seconds = 0.0
 
     def instance(self, plan: InstructionPlan, values: list[int]) -> None:
         views, attrs = plan.views(values), plan.attributes(values)
+        note = self.addresses.note
+        for op in plan.operands:
+            column = op.column
+            note(views[op.role], op.host_address if column < 0 else op.host_address + values[column] * op.site.itemsize)
         # The step the tape will replay does the data work now too: it gives the semantics' bits (`runtime.tape`)
         # in less time than the semantics function, which the first run would otherwise call besides preparing it.
         step = tape.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target)
