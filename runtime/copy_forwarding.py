@@ -66,6 +66,7 @@ Footprint = tuple[int, int, int, int, int]
 _Role = tuple[str, str, Footprint, np.ndarray]
 _UNBOUNDED = 1 << 62
 _Address = Callable[[np.ndarray], int]  # a view's host address (`Addresses.of`)
+_PLACES = ("", "chip", "hbm")  # where a view lies (`_Memory.footprint`), by number
 # How many of the steps touching the memory arrays of a copy's two views are looked at, before or after it (the
 # first run's rewrite stays linear in the tape's length): a copy whose tile, or store whose source, may be read or
 # written further away stays.
@@ -96,11 +97,11 @@ class _Memory:
     def footprint(self, view: np.ndarray) -> tuple[Footprint, str]:
         """The view's footprint and where it lies: "chip" (SBUF or PSUM), "hbm", or "" (outside the machine)."""
         # (remembered per view: a view is asked about again when a step reading it or the step itself is made
-        # again; the address memo keeps the view, and so its id, alive)
-        address = self.address(view)
+        # again; the address memo keeps each view remembered, and so its id, alive)
         known = self._footprints.get(id(view))
         if known is not None:
             return known
+        address = self.address(view)
         index = bisect.bisect_right(self._lows, address) - 1
         found: tuple[Footprint, str] | None = None
         if index >= 0:
@@ -113,6 +114,54 @@ class _Memory:
             found = _rectangle(-1, address, view, _UNBOUNDED), ""
         self._footprints[id(view)] = found
         return found
+
+    def prime(self, views: Sequence[np.ndarray]) -> None:
+        """`footprint` of every view, worked out with NumPy for all of them at once and remembered (the same
+        rectangles `_rectangle` gives one by one)."""
+        known = self._footprints
+        address = self.address
+        by_rank: dict[int, list[tuple[np.ndarray, int]]] = {}
+        for view in views:
+            if id(view) not in known:
+                by_rank.setdefault(view.ndim, []).append((view, address(view)))
+        lows = np.array([entry[0] for entry in self._arrays], dtype=np.int64)
+        highs = np.array([entry[1] for entry in self._arrays], dtype=np.int64)
+        rows_of = np.array([entry[2] for entry in self._arrays], dtype=np.int64)
+        chip = np.array([entry[3] == "chip" for entry in self._arrays], dtype=bool)
+        for rank, found in by_rank.items():
+            starts = np.array([start for _, start in found], dtype=np.int64)
+            index = np.searchsorted(lows, starts, side="right") - 1
+            inside = index >= 0
+            inside[inside] = starts[inside] < highs[index[inside]]
+            key = np.where(inside, index, -1)
+            offset = np.where(inside, starts - lows[np.maximum(index, 0)], starts)
+            row = np.where(inside, rows_of[np.maximum(index, 0)], _UNBOUNDED)
+            itemsize = np.array([view.itemsize for view, _ in found], dtype=np.int64)
+            shape = np.array([view.shape for view, _ in found], dtype=np.int64).reshape(len(found), rank)
+            strides = np.array([view.strides for view, _ in found], dtype=np.int64).reshape(len(found), rank)
+            reach = np.where(shape > 1, (shape - 1) * strides, 0)
+            below, above = np.minimum(reach, 0), np.maximum(reach, 0)
+            across = (reach != 0) & (strides % row[:, None] == 0)
+            partition, column = np.divmod(offset, row)
+            first_partition = partition + (np.where(across, below, 0) // row[:, None]).sum(axis=1)
+            last_partition = partition + (np.where(across, above, 0) // row[:, None]).sum(axis=1)
+            first = column + np.where(across, 0, below).sum(axis=1)
+            last = column + np.where(across, 0, above).sum(axis=1) + itemsize
+            all_low, all_high = offset + below.sum(axis=1), offset + above.sum(axis=1)
+            exact = (first >= 0) & (last <= row)
+            table = np.stack(
+                (
+                    key,
+                    np.where(exact, first_partition, all_low // row),
+                    np.where(exact, last_partition + 1, (all_high + itemsize - 1) // row + 1),
+                    np.where(exact, first, 0),
+                    np.where(exact, last, row),
+                ),
+                axis=1,
+            ).tolist()
+            places = np.where(inside, np.where(chip[np.maximum(index, 0)], 1, 2), 0).tolist()
+            for (view, _), rectangle, place in zip(found, table, places, strict=True):
+                known[id(view)] = tuple(rectangle), _PLACES[place]  # type: ignore[assignment]
 
 
 class _Index:
@@ -301,6 +350,7 @@ def forward_copies(
     memory = _Memory(machine, addresses if addresses is not None else Addresses())
     steps_left: list[Any] = list(steps)
     sources = list(sources)
+    memory.prime([view for source in sources if source is not None for view in source[1].values() if _viewed(view)])
     roles: list[list[_Role] | None] = [_roles(memory, source) for source in sources]
     index = _Index(roles)
     left_out = False
@@ -389,6 +439,11 @@ def _unread(roles: list[list[_Role] | None], index: _Index, position: int, footp
         if covered:
             return True
     return not beyond  # (beyond: the tile may be read further on)
+
+
+def _viewed(view: Any) -> bool:
+    """Whether a step's operand is a view with elements (`_roles` gives it a footprint)."""
+    return isinstance(view, np.ndarray) and view.size > 0
 
 
 def _roles(memory: _Memory, source: Any) -> list[_Role] | None:
