@@ -161,7 +161,7 @@ class _Memory:
             ).tolist()
             places = np.where(inside, np.where(chip[np.maximum(index, 0)], 1, 2), 0).tolist()
             for (view, _), rectangle, place in zip(found, table, places, strict=True):
-                known[id(view)] = tuple(rectangle), _PLACES[place]  # type: ignore[assignment]
+                known[id(view)] = tuple(rectangle), _PLACES[place]
 
 
 class _Index:

@@ -122,9 +122,7 @@ def _view(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     """`array.reshape(shape)` when that is a view of the same memory (None when reshaping would copy)."""
     try:
         # (the method: `np.reshape` dispatches to it through a Python wrapper that costs three times the call)
-        if isinstance(array, np.ndarray):
-            return array.reshape(shape, copy=False)
-        return np.reshape(array, shape, copy=False)
+        return array.reshape(shape, copy=False)
     except ValueError:
         return None
 
