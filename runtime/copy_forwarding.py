@@ -350,7 +350,12 @@ def forward_copies(
     memory = _Memory(machine, addresses if addresses is not None else Addresses())
     steps_left: list[Any] = list(steps)
     sources = list(sources)
-    memory.prime([view for source in sources if source is not None for view in source[1].values() if _viewed(view)])
+    # the copies among the steps as recorded (a step made again below is looked at anew)
+    copies = [_copy(step, source) for step, source in zip(steps_left, sources, strict=True)]
+    memory.prime(
+        [view for source in sources if source is not None for view in source[1].values() if _viewed(view)]
+        + [view for copied in copies if copied is not None for view in copied if view.size]
+    )
     roles: list[list[_Role] | None] = [_roles(memory, source) for source in sources]
     index = _Index(roles)
     left_out = False
@@ -363,7 +368,7 @@ def forward_copies(
                 steps_left[position] = sources[position] = roles[position] = None
                 left_out = True
             continue
-        copied = _copy(step, sources[position])
+        copied = copies[position] if step is steps[position] else _copy(step, sources[position])
         if copied is None:
             continue
         tile, values = copied

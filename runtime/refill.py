@@ -114,39 +114,29 @@ class _Masks:
         # (sorted, disjoint); and the writes of an array not yet in its mask
         self.boxes: dict[int, dict[tuple[int, int], _Written]] = {}
         self.pending: dict[int, list[tuple[np.ndarray, int]]] = {}
+        # per view layout: its `ranges` apart from where it starts (`_ranges_layout`), and the reach of its bytes
+        # around element 0 (`hull`)
+        self.layouts: dict[tuple[Any, ...], tuple[int, list[int] | None, int, int] | None] = {}
+        self.reaches: dict[tuple[Any, ...], tuple[int, int]] = {}
 
     def ranges(self, index: int, view: np.ndarray, offset: int) -> tuple[int, int, list[int], int] | None:
         """The view's bytes as (first partition, end partition, first bytes of its runs within a row, run length):
         the same byte ranges in every partition of the range. None when they do not have that form (or have too
         many runs)."""
         row = self.rows[index]
-        # (a dimension of stride 0 repeats the same bytes)
-        dims = [(s, n) for s, n in zip(view.strides, view.shape, strict=True) if n > 1 and s]
-        first, start, partitions = 0, offset, 1
-        if row:
-            across = [dim for dim in dims if dim[0] == row]
-            if len(across) > 1:
-                return None
-            if across:
-                partitions = across[0][1]
-                dims.remove(across[0])
-            first, start = divmod(offset, row)
-        run = view.itemsize
-        dims.sort()
-        while dims and dims[0][0] == run:
-            run *= dims.pop(0)[1]
-        if not dims:
-            starts = [start]
+        # (worked out once per layout: views of one layout differ only in where they start)
+        key = (row, view.shape, view.strides, view.itemsize)
+        if key in self.layouts:
+            layout = self.layouts[key]
         else:
-            count = math.prod(extent for _, extent in dims)
-            if count > _MAX_RANGES or dims[0][0] < 0:
-                return None
-            grid = np.array([start], dtype=np.int64)
-            for stride, extent in dims:
-                grid = (grid[:, None] + stride * np.arange(extent, dtype=np.int64)[None, :]).reshape(-1)
-            starts = grid.tolist()
-        if row and max(starts) + run > row:
+            layout = self.layouts[key] = _ranges_layout(row, view)
+        if layout is None:
             return None
+        partitions, relative, furthest, run = layout
+        first, start = divmod(offset, row) if row else (0, offset)
+        if row and start + furthest + run > row:
+            return None
+        starts = [start] if relative is None else [start + at for at in relative]
         return first, first + partitions, starts, run
 
     def note_write(self, index: int, view: np.ndarray, offset: int) -> None:
@@ -189,16 +179,19 @@ class _Masks:
             return None
         return index, offset, view.itemsize
 
-    @staticmethod
-    def hull(view: np.ndarray, offset: int) -> tuple[int, int]:
-        low = high = offset
-        for stride, extent in zip(view.strides, view.shape, strict=True):
-            reach = stride * (extent - 1)
-            if reach < 0:
-                low += reach
-            else:
-                high += reach
-        return low, high + view.itemsize
+    def hull(self, view: np.ndarray, offset: int) -> tuple[int, int]:
+        key = (view.shape, view.strides, view.itemsize)
+        reach = self.reaches.get(key)
+        if reach is None:
+            low = high = 0
+            for stride, extent in zip(view.strides, view.shape, strict=True):
+                step = stride * (extent - 1)
+                if step < 0:
+                    low += step
+                else:
+                    high += step
+            reach = self.reaches[key] = (low, high + view.itemsize)
+        return offset + reach[0], offset + reach[1]
 
     @staticmethod
     def layout(mask: np.ndarray, view: np.ndarray, offset: int) -> tuple[np.ndarray, np.ndarray]:
@@ -228,6 +221,36 @@ class _Masks:
         needed, _ = self.layout(self.mask(self.needed, index), view, offset)
         # each byte of `written` is 0 or 1, so ones - written is 1 exactly where a byte is unwritten (no borrow)
         np.bitwise_or(needed, np.subtract(ones, written), out=needed)
+
+
+def _ranges_layout(row: int, view: np.ndarray) -> tuple[int, list[int] | None, int, int] | None:
+    """`_Masks.ranges` of a view of arrays of `row` bytes per partition (0: one flat row) apart from where it starts:
+    (partitions, the runs' first bytes from the first one's, None for one run; the furthest of them; run length),
+    or None when its bytes do not have that form wherever it starts."""
+    # (a dimension of stride 0 repeats the same bytes)
+    dims = [(s, n) for s, n in zip(view.strides, view.shape, strict=True) if n > 1 and s]
+    partitions = 1
+    if row:
+        across = [dim for dim in dims if dim[0] == row]
+        if len(across) > 1:
+            return None
+        if across:
+            partitions = across[0][1]
+            dims.remove(across[0])
+    run = view.itemsize
+    dims.sort()
+    while dims and dims[0][0] == run:
+        run *= dims.pop(0)[1]
+    if not dims:
+        return partitions, None, 0, run
+    count = math.prod(extent for _, extent in dims)
+    if count > _MAX_RANGES or dims[0][0] < 0:
+        return None
+    grid = np.zeros(1, dtype=np.int64)
+    for stride, extent in dims:
+        grid = (grid[:, None] + stride * np.arange(extent, dtype=np.int64)[None, :]).reshape(-1)
+    relative = grid.tolist()
+    return partitions, relative, max(relative), run
 
 
 def _written(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
