@@ -80,7 +80,8 @@ class _Memory:
     """Where views lie in the machine's arrays, as footprints."""
 
     def __init__(self, machine: Any, addresses: Addresses | None = None) -> None:
-        self.address = (addresses if addresses is not None else Addresses()).of
+        self.addresses = addresses if addresses is not None else Addresses()
+        self.address = self.addresses.of
         found = []
         for memory, arrays in machine.arrays.items():
             for (start, end), array in zip(machine.ranges[memory], arrays, strict=True):
@@ -377,10 +378,10 @@ def forward_copies(
         if tile_memory == "chip":
             readers = _readers(roles, index, position, tile, tile_footprint, source, memory.address)
             if readers is not None:
-                remade = _remade(steps_left, sources, readers, values, memory.address)
+                remade = _remade(steps_left, sources, readers, values, memory.addresses)
         elif tile_memory == "hbm" and source_memory == "chip":
             remade = _producer_moved(
-                steps_left, sources, roles, index, position, tile, tile_footprint, values, source, memory.address
+                steps_left, sources, roles, index, position, tile, tile_footprint, values, source, memory.addresses
             )
         if remade is None:
             continue
@@ -529,9 +530,10 @@ def _readers(
 
 
 def _remade(
-    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray, address: _Address
+    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray, addresses: Addresses
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """Each reader made again reading the copy's source, when each keeps its layout and form."""
+    address = addresses.of
     remade = {}
     for reader, reads in readers.items():
         maker, views = sources[reader]
@@ -542,6 +544,7 @@ def _remade(
             moved = tape._view(values, views[role].shape)
             if moved is None or not _same_layout(maker, views, moved, role):
                 return None
+            addresses.note(moved, address(values))  # (a reshape starts where its array starts)
             views[role] = moved
         if not _aliasing_kept(maker, sources[reader][1], views, address):
             return None
@@ -596,11 +599,12 @@ def _producer_moved(
     footprint: Footprint,
     values: np.ndarray,
     source: Footprint,
-    address: _Address,
+    addresses: Addresses,
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """A copy from on chip to HBM (a store): the step that wrote its source whole, made again writing the copy's
     destination instead, when no step between them touches the destination or reads the source and no later step
     reads the source before it is written whole."""
+    address = addresses.of
     producer = None
     # (steps touching neither the destination nor the source change nothing below)
     nearby, beyond = index.near(position, (footprint[0], source[0]), REACH, (footprint, source), after=False)
@@ -640,6 +644,7 @@ def _producer_moved(
     moved = tape._view(tile, views[role].shape)
     if moved is None or not _same_layout(maker, views, moved, role):
         return None
+    addresses.note(moved, address(tile))  # (a reshape starts where its array starts)
     if not _aliasing_kept(maker, views, {**views, role: moved}, address):
         return None
     views = {**views, role: moved}

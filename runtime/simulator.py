@@ -258,6 +258,8 @@ class Simulator:
         self.uses_blas = any(inst.opcode == "nc_matmul" for inst in validated.instructions)
         # the host addresses of the machine's arrays, for the plans and a first run's analyses (`runtime.addresses`)
         self.addresses = Addresses()
+        for array, address in self.machine.known_addresses:
+            self.addresses.note(array, address)
         self.plans: list[InstructionPlan] = plan_program(
             program, validated.instructions, validated.index_of_id, self.machine, self.target, self.addresses
         )
