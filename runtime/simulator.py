@@ -544,9 +544,17 @@ class Simulator:
         """For each top-level node, the queues that node and the ones after it may still issue to."""
         suffix: list[list[int]] = []
         seen: set[int] = set()
+        live: list[int] = []
+        plan_of = self.plan_of
         for node in reversed(self.program.body):
-            seen |= {queue_index(inst) for inst in _instructions_in(node)}
-            suffix.append(sorted(seen))
+            if type(node) is Instruction:
+                queues: set[int] = {plan_of[id(node)].queue}
+            else:
+                queues = {plan_of[id(inst)].queue for inst in _instructions_in(node)}
+            if not queues <= seen:
+                seen |= queues
+                live = sorted(seen)
+            suffix.append(live)  # (nodes with the same queues ahead share the list: nobody changes it)
         suffix.reverse()
         return suffix
 
@@ -555,11 +563,18 @@ class Simulator:
         instruction waits on, when that instruction surely issues next on its queue (no loop that might not run
         comes before it). The race checker uses it to bound what that queue will have seen."""
         result: list[dict[int, list[int]]] = []
-        ahead: dict[int, tuple[InstructionPlan, bool]] = {}  # queue -> its first instruction after this node
+        # queue -> the waits of its first instruction after this node, for those that surely issue
+        ahead: dict[int, list[int]] = {}
         for node in reversed(self.program.body):
             firsts = self._first_per_queue(node, True)
-            result.append({queue: plan.waits for queue, (plan, sure) in ahead.items() if sure and queue not in firsts})
-            ahead.update(firsts)
+            found = dict(ahead)
+            for queue, (plan, sure) in firsts.items():
+                found.pop(queue, None)
+                if sure:
+                    ahead[queue] = plan.waits
+                else:
+                    ahead.pop(queue, None)
+            result.append(found)
         result.reverse()
         return result
 
