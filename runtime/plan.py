@@ -261,7 +261,8 @@ class InstructionPlan:
         self.flops = form.flops
         self.family = form.family
         self.work_bytes = form.work_bytes
-        static = not self.dynamic
+        # kept where the timeline asks for them on every instance: the dependency penalty's engines
+        static = not self.dynamic and self.penalty_ns
         self.read_footprints = [op.footprint(0) for op in self.reads] if static else None
         self.write_footprints = [op.footprint(0) for op in self.writes] if static else None
 

@@ -577,9 +577,9 @@ class Batch:
         private_views: dict[tuple[int, str], np.ndarray] = {}
         for key, info in nest.private.items():
             if key[0] in self.occurrences:
-                private_views[key] = view = _private_view(info, shadows, lanes)
+                private_views[key] = private = _private_view(info, shadows, lanes)
                 if self._addresses is not None:
-                    self._addresses.note(view, self._addresses.of(shadows[info.shadow]) + info.offset)
+                    self._addresses.note(private, self._addresses.of(shadows[info.shadow]) + info.offset)
         nl = len(lanes)
         steps: list[tuple[tape.Maker, dict[str, np.ndarray]]] = []
         seen: dict[int, int] = {}
