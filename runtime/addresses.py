@@ -8,9 +8,8 @@ analysis's work on a view). `Addresses` remembers the address of each view it wa
 whoever made the view (`note`: a first run's recorder, from the instruction plans' operands).
 
 Guarantee: `Addresses().of(view)` is `view.__array_interface__["data"][0]`, given that every address `note` was
-told is the view's. The memo holds a reference to every view
-it answers for, so an id it keys on never passes to another object while the memo lives; drop it with the
-analyses.
+told is the view's. The memo holds a reference to every view it answers for, so an id it keys on never passes to
+another object while the memo lives; drop it with the analyses.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ class Addresses:
             self._held.append(view)
 
     def of(self, view: np.ndarray) -> int:
+        """The host address of `view`'s element 0."""
         address = self._known.get(id(view))
         if address is None:
             address = self._known[id(view)] = view.__array_interface__["data"][0]

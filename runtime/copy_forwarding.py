@@ -121,6 +121,10 @@ class _Memory:
         rectangles `_rectangle` gives one by one)."""
         known = self._footprints
         address = self.address
+        if not self._arrays:  # (nothing to place them in: one by one, each its byte hull)
+            for view in views:
+                self.footprint(view)
+            return
         by_rank: dict[int, list[tuple[np.ndarray, int]]] = {}
         for view in views:
             if id(view) not in known:

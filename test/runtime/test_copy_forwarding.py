@@ -295,9 +295,12 @@ def test_a_view_outside_the_machine_has_its_byte_hull_as_footprint():
         np.broadcast_to(shadow[1, 4:9], (7, 5)),
         shadow.T[4:20].reshape(2, 8, 6)[:, ::-1],
     ]
+    primed = copy_forwarding._Memory(_NoMemories())
+    primed.prime(views)
     for view in views:
         low, high = np.lib.array_utils.byte_bounds(view)
         assert memory.footprint(view) == ((-1, 0, 1, low, high), "")
+        assert primed.footprint(view) == ((-1, 0, 1, low, high), "")
 
 
 def test_footprints_in_bulk_are_those_one_by_one():
