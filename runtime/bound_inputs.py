@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_mlir.runtime import dtypes, tape
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import Program, row_major_strides
 
@@ -86,9 +87,18 @@ def bindable_inputs(program: Program) -> dict[int, int]:
     return found
 
 
-def _byte_hull(view: np.ndarray) -> tuple[int, int]:
-    low, high = np.lib.array_utils.byte_bounds(view)
-    return int(low), int(high)
+def _byte_hull(view: np.ndarray, address: int) -> tuple[int, int]:
+    """The bytes [low, high) a view at `address` spans (`byte_bounds` without reading the array interface again)."""
+    low = high = address
+    if view.size == 0:
+        return low, high
+    for stride, extent in zip(view.strides, view.shape, strict=True):
+        reach = stride * (extent - 1)
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
+    return low, high + view.itemsize
 
 
 @dataclass(frozen=True)
@@ -111,11 +121,17 @@ class InputBinding:
 
     @classmethod
     def build(
-        cls, candidates: Mapping[int, np.ndarray], buffers: Mapping[int, int], sources: Sequence[Source]
+        cls,
+        candidates: Mapping[int, np.ndarray],
+        buffers: Mapping[int, int],
+        sources: Sequence[Source],
+        addresses: Addresses | None = None,
     ) -> InputBinding:
         """The binding of the `candidates` (input position -> the host array holding exactly its buffer) that
-        every recorded step allows; `buffers` maps input positions to buffers."""
-        hulls = sorted((_byte_hull(array), position) for position, array in candidates.items())
+        every recorded step allows; `buffers` maps input positions to buffers; `addresses`, the views' addresses
+        (shared with the first run's other analyses)."""
+        address = (addresses if addresses is not None else Addresses()).of
+        hulls = sorted((_byte_hull(array, address(array)), position) for position, array in candidates.items())
         lows = [low for (low, _), _ in hulls]
         refused: set[int] = set()
         found: list[tuple[int, tape.Maker | None, Mapping[str, np.ndarray], list[tuple[str, int, int]]]] = []
@@ -124,7 +140,8 @@ class InputBinding:
             for role, view in views.items():
                 if not isinstance(view, np.ndarray) or view.size == 0:
                     continue
-                low, high = _byte_hull(view)
+                start_address = address(view)
+                low, high = _byte_hull(view, start_address)
                 index = bisect.bisect_right(lows, low) - 1
                 for near in (index, index + 1):
                     if not 0 <= near < len(hulls):
@@ -135,7 +152,7 @@ class InputBinding:
                     if maker is None or low < start or high > end:
                         refused.add(input_position)  # cannot be made again, or reaches past the input
                     else:
-                        roles.append((role, input_position, view.__array_interface__["data"][0] - start))
+                        roles.append((role, input_position, start_address - start))
             if roles:
                 found.append((step_position, maker, views, roles))
         rebinds = []

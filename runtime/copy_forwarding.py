@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from neuron_mlir.runtime import refill, tape
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.hardware import Memory
 
 # (array key, first partition, partition after the last, first byte, byte after the last): on chip, bytes within a
@@ -64,39 +65,108 @@ Footprint = tuple[int, int, int, int, int]
 # per role of a step: (role, "r" read, "w" written whole, "rw" both or a partial write, its footprint, its view)
 _Role = tuple[str, str, Footprint, np.ndarray]
 _UNBOUNDED = 1 << 62
+_Address = Callable[[np.ndarray], int]  # a view's host address (`Addresses.of`)
+_PLACES = ("", "chip", "hbm")  # where a view lies (`_Memory.footprint`), by number
 # How many of the steps touching the memory arrays of a copy's two views are looked at, before or after it (the
 # first run's rewrite stays linear in the tape's length): a copy whose tile, or store whose source, may be read or
 # written further away stays.
 REACH = 512
+# A query of `_Index.near` compares up to so many views of one key in a loop, more with NumPy (whose calls cost
+# more than a loop's visits of a few dozen).
+_LOOPED_ROWS = 48
 
 
 class _Memory:
     """Where views lie in the machine's arrays, as footprints."""
 
-    def __init__(self, machine: Any) -> None:
+    def __init__(self, machine: Any, addresses: Addresses | None = None) -> None:
+        self.addresses = addresses if addresses is not None else Addresses()
+        self.address = self.addresses.of
         found = []
         for memory, arrays in machine.arrays.items():
             for (start, end), array in zip(machine.ranges[memory], arrays, strict=True):
                 if array.size == 0:
                     continue
                 row = _UNBOUNDED if memory is Memory.HBM else end - start
-                low = array.__array_interface__["data"][0]
+                low = self.address(array)
                 found.append((low, low + array.nbytes, row, "hbm" if memory is Memory.HBM else "chip"))
         found.sort()
         self._lows = [low for low, _, _, _ in found]
         self._arrays = found
+        self._footprints: dict[int, tuple[Footprint, str]] = {}  # id(view) -> `footprint(view)`
 
     def footprint(self, view: np.ndarray) -> tuple[Footprint, str]:
         """The view's footprint and where it lies: "chip" (SBUF or PSUM), "hbm", or "" (outside the machine)."""
-        address = view.__array_interface__["data"][0]
+        # (remembered per view: a view is asked about again when a step reading it or the step itself is made
+        # again; the address memo keeps each view remembered, and so its id, alive)
+        known = self._footprints.get(id(view))
+        if known is not None:
+            return known
+        address = self.address(view)
         index = bisect.bisect_right(self._lows, address) - 1
+        found: tuple[Footprint, str] | None = None
         if index >= 0:
             low, high, row, where = self._arrays[index]
             if address < high:
-                return _rectangle(index, address - low, view, row), where
-        # the byte hull at the address read above (`byte_bounds` would read the array interface again, which
-        # costs more than the rest: most views of a first run's batched nests lie in their lane shadows, here)
-        return _rectangle(-1, address, view, _UNBOUNDED), ""
+                found = _rectangle(index, address - low, view, row), where
+        if found is None:
+            # the byte hull at the address read above (`byte_bounds` would read the array interface again, which
+            # costs more than the rest: most views of a first run's batched nests lie in their lane shadows, here)
+            found = _rectangle(-1, address, view, _UNBOUNDED), ""
+        self._footprints[id(view)] = found
+        return found
+
+    def prime(self, views: Sequence[np.ndarray]) -> None:
+        """`footprint` of every view, worked out with NumPy for all of them at once and remembered (the same
+        rectangles `_rectangle` gives one by one)."""
+        known = self._footprints
+        address = self.address
+        if not self._arrays:  # (nothing to place them in: one by one, each its byte hull)
+            for view in views:
+                self.footprint(view)
+            return
+        by_rank: dict[int, list[tuple[np.ndarray, int]]] = {}
+        for view in views:
+            if id(view) not in known:
+                by_rank.setdefault(view.ndim, []).append((view, address(view)))
+        lows = np.array([entry[0] for entry in self._arrays], dtype=np.int64)
+        highs = np.array([entry[1] for entry in self._arrays], dtype=np.int64)
+        rows_of = np.array([entry[2] for entry in self._arrays], dtype=np.int64)
+        chip = np.array([entry[3] == "chip" for entry in self._arrays], dtype=bool)
+        for rank, found in by_rank.items():
+            starts = np.array([start for _, start in found], dtype=np.int64)
+            index = np.searchsorted(lows, starts, side="right") - 1
+            inside = index >= 0
+            inside[inside] = starts[inside] < highs[index[inside]]
+            key = np.where(inside, index, -1)
+            offset = np.where(inside, starts - lows[np.maximum(index, 0)], starts)
+            row = np.where(inside, rows_of[np.maximum(index, 0)], _UNBOUNDED)
+            itemsize = np.array([view.itemsize for view, _ in found], dtype=np.int64)
+            shape = np.array([view.shape for view, _ in found], dtype=np.int64).reshape(len(found), rank)
+            strides = np.array([view.strides for view, _ in found], dtype=np.int64).reshape(len(found), rank)
+            reach = np.where(shape > 1, (shape - 1) * strides, 0)
+            below, above = np.minimum(reach, 0), np.maximum(reach, 0)
+            across = (reach != 0) & (strides % row[:, None] == 0)
+            partition, column = np.divmod(offset, row)
+            first_partition = partition + (np.where(across, below, 0) // row[:, None]).sum(axis=1)
+            last_partition = partition + (np.where(across, above, 0) // row[:, None]).sum(axis=1)
+            first = column + np.where(across, 0, below).sum(axis=1)
+            last = column + np.where(across, 0, above).sum(axis=1) + itemsize
+            all_low, all_high = offset + below.sum(axis=1), offset + above.sum(axis=1)
+            exact = (first >= 0) & (last <= row)
+            table = np.stack(
+                (
+                    key,
+                    np.where(exact, first_partition, all_low // row),
+                    np.where(exact, last_partition + 1, (all_high + itemsize - 1) // row + 1),
+                    np.where(exact, first, 0),
+                    np.where(exact, last, row),
+                ),
+                axis=1,
+            ).tolist()
+            places = np.where(inside, np.where(chip[np.maximum(index, 0)], 1, 2), 0).tolist()
+            for (view, _), rectangle, place in zip(found, table, places, strict=True):
+                known[id(view)] = tuple(rectangle), _PLACES[place]
 
 
 class _Index:
@@ -107,18 +177,25 @@ class _Index:
 
     def __init__(self, roles: Sequence[list[_Role] | None]) -> None:
         self._positions: dict[int, list[int]] = {}
-        rows: dict[int, list[tuple[int, int, int, int, int]]] = {}
+        # per key, (position, first partition, partition after the last, first byte, byte after the last) of each
+        # view there, in position order, with their positions apart for bisection; as a NumPy table once a query
+        # meets more of them than a loop visits quicker (`near`)
+        self._rows: dict[int, list[tuple[int, int, int, int, int]]] = {}
+        self._row_positions: dict[int, list[int]] = {}
+        self._tables: dict[int, np.ndarray] = {}
         for position, found in enumerate(roles):
             if found is not None:
                 keys = set()
                 for _, _, (key, p0, p1, low, high), _ in found:
                     keys.add(key)
-                    rows.setdefault(key, []).append((position, p0, p1, low, high))
+                    rows = self._rows.get(key)
+                    if rows is None:
+                        rows = self._rows[key] = []
+                        self._row_positions[key] = []
+                    rows.append((position, p0, p1, low, high))
+                    self._row_positions[key].append(position)
                 for key in keys:
                     self._positions.setdefault(key, []).append(position)
-        # per key, [view, (position, first partition, partition after the last, first byte, byte after the last)],
-        # in position order
-        self._rectangles = {key: np.array(found, dtype=np.int64) for key, found in rows.items()}
         self._changed: list[int] = []  # positions of the steps made again, ascending
 
     def add(self, position: int, found: list[_Role] | None) -> None:
@@ -161,15 +238,25 @@ class _Index:
         low, high = (steps[0], steps[-1]) if after else (steps[-1], steps[0])
         found: set[int] = set()
         for key in keys:
-            table = self._rectangles.get(key)
-            if table is None:
+            mine = [footprint for footprint in footprints if footprint[0] == key]
+            if not mine or key not in self._rows:
                 continue
-            first, last = np.searchsorted(table[:, 0], (low, high + 1))
+            row_positions = self._row_positions[key]
+            first, last = bisect.bisect_left(row_positions, low), bisect.bisect_right(row_positions, high)
+            if last - first <= _LOOPED_ROWS:
+                for row_position, p0, p1, start, end in self._rows[key][first:last]:
+                    for _, q0, q1, other_start, other_end in mine:
+                        if p0 < q1 and q0 < p1 and start < other_end and other_start < end:
+                            found.add(row_position)
+                            break
+                continue
+            table = self._tables.get(key)
+            if table is None:
+                table = self._tables[key] = np.array(self._rows[key], dtype=np.int64)
             rows = table[first:last]
             meets = np.zeros(len(rows), dtype=bool)
-            for other_key, p0, p1, start, end in footprints:
-                if other_key == key:
-                    meets |= (rows[:, 1] < p1) & (p0 < rows[:, 2]) & (rows[:, 3] < end) & (start < rows[:, 4])
+            for _, p0, p1, start, end in mine:
+                meets |= (rows[:, 1] < p1) & (p0 < rows[:, 2]) & (rows[:, 3] < end) & (start < rows[:, 4])
             found.update(rows[meets, 0].tolist())
         changed = self._changed
         within = changed[bisect.bisect_left(changed, low) : bisect.bisect_right(changed, high)]
@@ -229,12 +316,15 @@ def _covers(view: np.ndarray, a: Footprint, b: Footprint) -> bool:
     return True
 
 
-def _reshaped(view: np.ndarray, tile: np.ndarray) -> bool:
+def _reshaped(view: np.ndarray, tile: np.ndarray, address: _Address) -> bool:
     """Whether `view` is `tile` reshaped: the same elements in the same order."""
     if view.dtype != tile.dtype or view.size != tile.size:
         return False
+    # (a reshape of a view starts where the view starts)
+    if address(tile) != address(view):
+        return False
     same = tape._view(tile, view.shape)
-    if same is None or same.__array_interface__["data"][0] != view.__array_interface__["data"][0]:
+    if same is None:
         return False
     return all(a == b for a, b, n in zip(same.strides, view.strides, view.shape, strict=True) if n > 1)
 
@@ -258,12 +348,19 @@ def _form(step: Any) -> Any:
 
 
 def forward_copies(
-    steps: Sequence[tape.Step], sources: Sequence[Any], machine: Any
+    steps: Sequence[tape.Step], sources: Sequence[Any], machine: Any, addresses: Addresses | None = None
 ) -> tuple[list[tape.Step], list[Any]]:
-    """The steps and sources of the tape with the copies left out that the module's rules allow."""
-    memory = _Memory(machine)
+    """The steps and sources of the tape with the copies left out that the module's rules allow; `addresses`,
+    the views' addresses (shared with the first run's other analyses)."""
+    memory = _Memory(machine, addresses if addresses is not None else Addresses())
     steps_left: list[Any] = list(steps)
     sources = list(sources)
+    # the copies among the steps as recorded (a step made again below is looked at anew)
+    copies = [_copy(step, source) for step, source in zip(steps_left, sources, strict=True)]
+    memory.prime(
+        [view for source in sources if source is not None for view in source[1].values() if _viewed(view)]
+        + [view for copied in copies if copied is not None for view in copied if view.size]
+    )
     roles: list[list[_Role] | None] = [_roles(memory, source) for source in sources]
     index = _Index(roles)
     left_out = False
@@ -276,18 +373,20 @@ def forward_copies(
                 steps_left[position] = sources[position] = roles[position] = None
                 left_out = True
             continue
-        copied = _copy(step, sources[position])
+        copied = copies[position] if step is steps[position] else _copy(step, sources[position])
         if copied is None:
             continue
         tile, values = copied
         (tile_footprint, tile_memory), (source, source_memory) = memory.footprint(tile), memory.footprint(values)
         remade = None
         if tile_memory == "chip":
-            readers = _readers(roles, index, position, tile, tile_footprint, source)
+            readers = _readers(roles, index, position, tile, tile_footprint, source, memory.address)
             if readers is not None:
-                remade = _remade(steps_left, sources, readers, values)
+                remade = _remade(steps_left, sources, readers, values, memory.addresses)
         elif tile_memory == "hbm" and source_memory == "chip":
-            remade = _producer_moved(steps_left, sources, roles, index, position, tile, tile_footprint, values, source)
+            remade = _producer_moved(
+                steps_left, sources, roles, index, position, tile, tile_footprint, values, source, memory.addresses
+            )
         if remade is None:
             continue
         for changed, (step_made, views) in remade.items():
@@ -352,6 +451,11 @@ def _unread(roles: list[list[_Role] | None], index: _Index, position: int, footp
     return not beyond  # (beyond: the tile may be read further on)
 
 
+def _viewed(view: Any) -> bool:
+    """Whether a step's operand is a view with elements (`_roles` gives it a footprint)."""
+    return isinstance(view, np.ndarray) and view.size > 0
+
+
 def _roles(memory: _Memory, source: Any) -> list[_Role] | None:
     if source is None:
         return None
@@ -382,6 +486,7 @@ def _readers(
     tile: np.ndarray,
     footprint: Footprint,
     source: Footprint,
+    address: _Address,
 ) -> dict[int, list[str]] | None:
     """Per later step reading the tile before it is written whole, the roles it reads it in; None when some step
     reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
@@ -411,7 +516,7 @@ def _readers(
             if not (key == tile_key and p0 < tile_p1 and tile_p0 < p1 and low < tile_high and tile_low < high):
                 continue
             if kind == "r":
-                if not _reshaped(view, tile):
+                if not _reshaped(view, tile, address):
                     return None
                 reads.append(role)
             elif kind == "w" and _covers(view, where, footprint):
@@ -429,9 +534,10 @@ def _readers(
 
 
 def _remade(
-    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray
+    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray, addresses: Addresses
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """Each reader made again reading the copy's source, when each keeps its layout and form."""
+    address = addresses.of
     remade = {}
     for reader, reads in readers.items():
         maker, views = sources[reader]
@@ -442,8 +548,9 @@ def _remade(
             moved = tape._view(values, views[role].shape)
             if moved is None or not _same_layout(maker, views, moved, role):
                 return None
+            addresses.note(moved, address(values))  # (a reshape starts where its array starts)
             views[role] = moved
-        if not _aliasing_kept(maker, sources[reader][1], views):
+        if not _aliasing_kept(maker, sources[reader][1], views, address):
             return None
         made = maker(views)
         if _form(made) != _form(steps[reader]):
@@ -472,13 +579,13 @@ def _same_layout(maker: Any, views: dict[str, np.ndarray], moved: np.ndarray, ro
     return elementwise and strides[-1][0] == strides[-1][1]
 
 
-def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> bool:
+def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray], address: _Address) -> bool:
     """Whether the step's views `after` start no two roles at one address that `before` did not (an operand
     passed twice, which a product takes as a matrix times its own transpose, another BLAS routine); for a matmul,
     nor the reverse."""
     pairs = []
     for views in (before, after):
-        starts = {r: v.__array_interface__["data"][0] for r, v in views.items() if isinstance(v, np.ndarray)}
+        starts = {r: address(v) for r, v in views.items() if isinstance(v, np.ndarray)}
         pairs.append({(a, b) for a in starts for b in starts if a < b and starts[a] == starts[b]})
     known = _opcode(maker)
     if known is not None and known[0] == "nc_matmul":
@@ -496,10 +603,12 @@ def _producer_moved(
     footprint: Footprint,
     values: np.ndarray,
     source: Footprint,
+    addresses: Addresses,
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
     """A copy from on chip to HBM (a store): the step that wrote its source whole, made again writing the copy's
     destination instead, when no step between them touches the destination or reads the source and no later step
     reads the source before it is written whole."""
+    address = addresses.of
     producer = None
     # (steps touching neither the destination nor the source change nothing below)
     nearby, beyond = index.near(position, (footprint[0], source[0]), REACH, (footprint, source), after=False)
@@ -511,7 +620,7 @@ def _producer_moved(
             return None
         writes = [(role, kind, view) for role, kind, where, view in found if kind != "r" and _overlap(where, source)]
         if writes:
-            if len(writes) != 1 or writes[0][1] != "w" or not _reshaped(writes[0][2], values):
+            if len(writes) != 1 or writes[0][1] != "w" or not _reshaped(writes[0][2], values, address):
                 return None
             producer = (earlier, writes[0][0])
             break
@@ -539,7 +648,8 @@ def _producer_moved(
     moved = tape._view(tile, views[role].shape)
     if moved is None or not _same_layout(maker, views, moved, role):
         return None
-    if not _aliasing_kept(maker, views, {**views, role: moved}):
+    addresses.note(moved, address(tile))  # (a reshape starts where its array starts)
+    if not _aliasing_kept(maker, views, {**views, role: moved}, address):
         return None
     views = {**views, role: moved}
     made = maker(views)

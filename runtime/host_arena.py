@@ -58,10 +58,10 @@ class HostArena:
         """Give back the claim `claim` took."""
         self._lock.release()
 
-    def carve(self, sizes: list[int]) -> list[np.ndarray]:
+    def carve(self, sizes: list[int], addresses: list[int] | None = None) -> list[np.ndarray]:
         """1-D uint8 arrays of `sizes` bytes, disjoint from one another, from the arena's current mapping (a new
-        one when they do not fit). The caller holds the claim; the arrays' contents are whatever the last run
-        left there."""
+        one when they do not fit); `addresses`, if given, gets each array's host address. The caller holds the
+        claim; the arrays' contents are whatever the last run left there."""
         starts, total = [], 0
         for size in sizes:
             starts.append(total)
@@ -74,6 +74,9 @@ class HostArena:
             self._carved = self._slot = 0
         self._carved = max(self._carved, total)
         mapping = self._mapping
+        if addresses is not None:
+            base = mapping.__array_interface__["data"][0]
+            addresses.extend(base + start for start in starts)
         return [mapping[start : start + size] for start, size in zip(starts, sizes, strict=True)]
 
     def shadow_space(self, worker: int, size: int) -> np.ndarray | None:

@@ -93,9 +93,13 @@ class Machine:
             if memory is not Memory.HBM or (start, end) not in mapped
         ]
         shared: dict[tuple[Memory, int], np.ndarray] = {}
+        # the host addresses of arrays whose addresses are known without asking NumPy: (array, address)
+        self.known_addresses: list[tuple[np.ndarray, int]] = []
         if arena is not None:
-            carved = arena.carve([size for _, _, size in wanted])
+            addresses: list[int] = []
+            carved = arena.carve([size for _, _, size in wanted], addresses)
             shared = {(memory, position): array for (memory, position, _), array in zip(wanted, carved, strict=True)}
+            self.known_addresses = list(zip(carved, addresses, strict=True))
         for memory in Memory:
             arrays = []
             for position, (start, end) in enumerate(self.ranges[memory]):

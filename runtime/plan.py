@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import collectives, cost_model, dtypes, isa
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.hardware import PARTITIONS, Engine, Memory, Target
-from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
+from neuron_mlir.runtime.machine import MEMORY_NAMES, Home, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES
 from neuron_mlir.runtime.program import Access, Instruction, Program, Reg
 from neuron_mlir.runtime.races import AccessSite
@@ -50,52 +51,106 @@ def queue_index(inst: Instruction) -> int:
     return _ENGINE_QUEUE[inst.engine]
 
 
-class OperandPlan:
-    """One operand of one static instruction: how to view it and which bytes it touches."""
+class _Layout:
+    """What an operand's plan takes from its buffer's home, pattern and partitions alone (not its offset): the
+    view's shape and strides, the partition rows' bytes before element 0, the bytes it reaches around it."""
 
-    __slots__ = ("column", "register", "role", "site", "static_view", "view_args")
+    __slots__ = (
+        "high",
+        "itemsize",
+        "low",
+        "partition_bytes",
+        "partition_end",
+        "partition_start",
+        "pattern",
+        "shape",
+        "strides",
+    )
 
-    def __init__(self, machine: Machine, role: str, access: Access, is_write: bool) -> None:
-        self.role = role
-        home = machine.homes[access.buffer]
-        itemsize = home.dtype.itemsize
-        self.register = access.offset_reg.index if access.offset_reg is not None else -1
-        self.column = -1  # position of `register` in the instance's register values (set by the plan)
-        shape = [num for _, num in access.pattern]
-        strides = [step * itemsize for step, _ in access.pattern]
-        start = home.base + int(access.offset) * itemsize
-        address = home.address + int(access.offset) * itemsize
-        on_chip = home.memory is not Memory.HBM
-        if on_chip:
+    def __init__(self, home: Home, access: Access) -> None:
+        itemsize = self.itemsize = home.dtype.itemsize
+        self.pattern = tuple((int(step), int(num)) for step, num in access.pattern)
+        shape = [num for _, num in self.pattern]
+        strides = [step * itemsize for step, _ in self.pattern]
+        self.partition_bytes = 0
+        self.partition_start, self.partition_end = 0, 1
+        if home.memory is not Memory.HBM:
             shape.insert(0, access.partitions)
             strides.insert(0, home.partition_stride)
-            array_start = start + access.partition_start * home.partition_stride
-        else:
-            array_start = start
-        self.view_args = (tuple(shape), home.dtype, home.array, array_start, tuple(strides), itemsize)
-        self.static_view = self.view(0) if self.register < 0 else None
+            self.partition_bytes = access.partition_start * home.partition_stride
+            self.partition_start = access.partition_start
+            self.partition_end = access.partition_start + access.partitions
+        self.shape, self.strides = tuple(shape), tuple(strides)
         low = high = 0
-        for step, num in access.pattern:
+        for step, num in self.pattern:
             reach = step * (num - 1)
             if reach < 0:
                 low += reach
             else:
                 high += reach
-        low, high = low * itemsize, (high + 1) * itemsize
+        self.low, self.high = low * itemsize, (high + 1) * itemsize
+
+
+def _layout(home: Home, access: Access, layouts: dict[tuple[object, ...], _Layout]) -> _Layout:
+    """The operand's `_Layout`, made once per buffer, pattern and partitions."""
+    try:
+        key = (access.buffer, access.pattern, access.partitions, access.partition_start)
+        found = layouts.get(key)
+    except TypeError:  # a pattern of lists
+        return _Layout(home, access)
+    if found is None:
+        found = layouts[key] = _Layout(home, access)
+    return found
+
+
+class OperandPlan:
+    """One operand of one static instruction: how to view it and which bytes it touches."""
+
+    __slots__ = ("column", "host_address", "register", "role", "site", "static_view", "view_args")
+
+    def __init__(
+        self,
+        machine: Machine,
+        role: str,
+        access: Access,
+        is_write: bool,
+        shared: _Shared | None = None,
+    ) -> None:
+        """`shared`: what operands of one buffer, pattern and partitions share, worked out once (`_Layout`)."""
+        self.role = role
+        home = machine.homes[access.buffer]
+        if shared is None:
+            shared = _Shared()
+        layout = _layout(home, access, shared.layouts)
+        itemsize = layout.itemsize
+        self.register = access.offset_reg.index if access.offset_reg is not None else -1
+        self.column = -1  # position of `register` in the instance's register values (set by the plan)
+        start = home.base + int(access.offset) * itemsize
+        self.view_args = (
+            layout.shape,
+            home.dtype,
+            home.array,
+            start + layout.partition_bytes,
+            layout.strides,
+            itemsize,
+        )
+        # the host address of the view's element 0 with the register at 0 (`runtime.addresses`)
+        self.host_address = shared.array_address(home.array) + start + layout.partition_bytes
+        self.static_view = self.view(0) if self.register < 0 else None
         self.site = AccessSite(
-            role=role,
-            is_write=is_write,
-            buffer=access.buffer,
-            memory_id=home.memory_id,
-            memory_name=MEMORY_NAMES[home.memory_id],
-            partition_start=access.partition_start if on_chip else 0,
-            partition_end=access.partition_start + access.partitions if on_chip else 1,
-            base=address,
-            itemsize=itemsize,
-            pattern=tuple((int(step), int(num)) for step, num in access.pattern),
-            low=low,
-            high=high,
-            register=self.register,
+            role,
+            is_write,
+            access.buffer,
+            home.memory_id,
+            MEMORY_NAMES[home.memory_id],
+            layout.partition_start,
+            layout.partition_end,
+            home.address + int(access.offset) * itemsize,
+            itemsize,
+            layout.pattern,
+            layout.low,
+            layout.high,
+            self.register,
         )
 
     def view(self, register_value: int) -> np.ndarray:
@@ -154,8 +209,10 @@ class InstructionPlan:
         machine: Machine,
         target: Target,
         waits: list[int],
-        costs: dict[tuple[object, ...], float | cost_model.DmaCost] | None = None,
+        shared: _Shared | None = None,
     ) -> None:
+        """`shared`: what instructions of one form, and operands of one layout, share, worked out once per program
+        (`_form`, `_layout`)."""
         spec = isa.OPCODES[inst.opcode]
         written_roles = set(spec.writes + spec.optional_writes)
         self.index = index
@@ -169,14 +226,15 @@ class InstructionPlan:
         if inst.engine is Engine.COLLECTIVE and self.location:
             self.execute = _located(spec.semantics, self.location)
         self.operands = [
-            OperandPlan(machine, role, access, role in written_roles) for role, access in inst.operands.items()
+            OperandPlan(machine, role, access, role in written_roles, shared) for role, access in inst.operands.items()
         ]
         self.reads = [op for op in self.operands if not op.site.is_write]
         self.writes = [op for op in self.operands if op.site.is_write]
         self.sites = [op.site for op in self.operands]
-        self.attrs = isa.with_defaults(inst.opcode, {k: v for k, v in inst.attrs.items() if not isinstance(v, Reg)})
-        self.register_attrs = [(name, value.index) for name, value in inst.attrs.items() if isinstance(value, Reg)]
-        self.attr_is_flag = {name: isinstance(spec.attrs.get(name), bool) for name, _ in self.register_attrs}
+        form = _form(inst, program, target, shared.forms if shared is not None else {})
+        self.attrs = form.attrs
+        self.register_attrs = form.register_attrs
+        self.attr_is_flag = form.attr_is_flag
         # The registers an instance's values list: each operand's offset register once, then attribute registers.
         self.registers: list[int] = []
         self.columns: dict[tuple[str, Any], int] = {}
@@ -194,25 +252,17 @@ class InstructionPlan:
         self.static_views = {op.role: op.static_view for op in self.operands if op.static_view is not None}
         self.waits = waits
 
-        cost = _cost(inst, program, target, costs if costs is not None else {})
-        self.dma = cost if isinstance(cost, cost_model.DmaCost) else None
-        self.duration_ns = cost if isinstance(cost, float) else 0.0
-        self.engine_rate = self.dma.engine_rate(target) if self.dma is not None else 0.0
-        self.hbm_per_byte = self.dma.hbm_bytes / self.dma.bytes if self.dma is not None else 0.0
-        self.penalty_ns = 0.0
-        if inst.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
-            self.penalty_ns = target.dependent_op_penalty_cycles / target.clock_ghz[inst.engine]
-        # TensorE instructions: the slots of PE rows they occupy (`PE_ROW_SLOT` rows each), for the timeline
-        self.pe_rows: tuple[int, int] | None = None
-        if inst.engine is Engine.TENSOR:
-            first, stop = isa.row_tile(self.attrs, target)
-            self.pe_rows = (first // PE_ROW_SLOT, stop // PE_ROW_SLOT)
-        self.flops = cost_model.matmul_flops(inst)
-        self.family = ""
-        if self.flops:
-            self.family = dtypes.matmul_family(program.buffers[inst.operands["moving"].buffer].dtype)
-        self.work_bytes = sum(math.prod(op.view_args[0]) * op.view_args[5] for op in self.operands)
-        static = not self.dynamic
+        self.dma = form.dma
+        self.duration_ns = form.duration_ns
+        self.engine_rate = form.engine_rate
+        self.hbm_per_byte = form.hbm_per_byte
+        self.penalty_ns = form.penalty_ns
+        self.pe_rows = form.pe_rows
+        self.flops = form.flops
+        self.family = form.family
+        self.work_bytes = form.work_bytes
+        # kept where the timeline asks for them on every instance: the dependency penalty's engines
+        static = not self.dynamic and self.penalty_ns
         self.read_footprints = [op.footprint(0) for op in self.reads] if static else None
         self.write_footprints = [op.footprint(0) for op in self.writes] if static else None
 
@@ -260,19 +310,79 @@ def plan_program(
     index_of_id: dict[int, int],
     machine: Machine,
     target: Target,
+    addresses: Addresses | None = None,
 ) -> list[InstructionPlan]:
-    """Plans of `instructions` (the program's static instructions in program order), indexed like them."""
-    costs: dict[tuple[object, ...], float | cost_model.DmaCost] = {}
+    """Plans of `instructions` (the program's static instructions in program order), indexed like them;
+    `addresses`, where the machine's arrays' addresses are looked up (and kept)."""
+    shared = _Shared(addresses)
     return [
-        InstructionPlan(index, inst, program, machine, target, [index_of_id[w] for w in inst.waits], costs)
+        InstructionPlan(index, inst, program, machine, target, [index_of_id[w] for w in inst.waits], shared)
         for index, inst in enumerate(instructions)
     ]
 
 
-def _cost(
-    inst: Instruction, program: Program, target: Target, costs: dict[tuple[object, ...], float | cost_model.DmaCost]
-) -> float | cost_model.DmaCost:
-    """`cost_model.instruction_cost`, once per distinct form: what it reads (opcode, engine, each operand's
+class _Shared:
+    """What the plans of one program share: per instruction form and per operand layout."""
+
+    def __init__(self, addresses: Addresses | None = None) -> None:
+        self.forms: dict[tuple[object, ...], _Form] = {}
+        self.layouts: dict[tuple[object, ...], _Layout] = {}
+        self.array_address = (addresses if addresses is not None else Addresses()).of  # of the machine's arrays
+
+
+class _Form:
+    """What a plan takes from its instruction's form alone: attributes, cost and what the timeline derives from it
+    (shared by the plans of one form: none changes it)."""
+
+    __slots__ = (
+        "attr_is_flag",
+        "attrs",
+        "dma",
+        "duration_ns",
+        "engine_rate",
+        "family",
+        "flops",
+        "hbm_per_byte",
+        "pe_rows",
+        "penalty_ns",
+        "register_attrs",
+        "work_bytes",
+    )
+
+    def __init__(self, inst: Instruction, program: Program, target: Target) -> None:
+        spec = isa.OPCODES[inst.opcode]
+        self.attrs = isa.with_defaults(inst.opcode, {k: v for k, v in inst.attrs.items() if not isinstance(v, Reg)})
+        self.register_attrs = [(name, value.index) for name, value in inst.attrs.items() if isinstance(value, Reg)]
+        self.attr_is_flag = {name: isinstance(spec.attrs.get(name), bool) for name, _ in self.register_attrs}
+        cost = cost_model.instruction_cost(inst, program.buffers, target)
+        self.dma = cost if isinstance(cost, cost_model.DmaCost) else None
+        self.duration_ns = cost if isinstance(cost, float) else 0.0
+        self.engine_rate = self.dma.engine_rate(target) if self.dma is not None else 0.0
+        self.hbm_per_byte = self.dma.hbm_bytes / self.dma.bytes if self.dma is not None else 0.0
+        self.penalty_ns = 0.0
+        if inst.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
+            self.penalty_ns = target.dependent_op_penalty_cycles / target.clock_ghz[inst.engine]
+        # TensorE instructions: the slots of PE rows they occupy (`PE_ROW_SLOT` rows each), for the timeline
+        self.pe_rows: tuple[int, int] | None = None
+        if inst.engine is Engine.TENSOR:
+            first, stop = isa.row_tile(self.attrs, target)
+            self.pe_rows = (first // PE_ROW_SLOT, stop // PE_ROW_SLOT)
+        self.flops = cost_model.matmul_flops(inst)
+        self.family = ""
+        if self.flops:
+            self.family = dtypes.matmul_family(program.buffers[inst.operands["moving"].buffer].dtype)
+        buffers = program.buffers
+        self.work_bytes = 0  # the operands' bytes, as their views have them (partitions on chip)
+        for access in inst.operands.values():
+            buffer = buffers[access.buffer]
+            elements = math.prod(num for _, num in access.pattern)
+            if buffer.memory is not Memory.HBM:
+                elements *= access.partitions
+            self.work_bytes += elements * dtypes.itemsize(buffer.dtype)
+
+
+def _form(inst: Instruction, program: Program, target: Target, forms: dict[tuple[object, ...], _Form]) -> _Form:
+    """The instruction's `_Form`, made once per distinct form: what it is made of (opcode, engine, each operand's
     memory, dtype, partitions and pattern, the attributes) is what many instructions of a program share."""
     buffers = program.buffers
     key = (
@@ -284,9 +394,9 @@ def _cost(
         ),
         tuple(sorted(inst.attrs.items())),
     )
-    found = costs.get(key)
+    found = forms.get(key)
     if found is None:
-        found = costs[key] = cost_model.instruction_cost(inst, buffers, target)
+        found = forms[key] = _Form(inst, program, target)
     return found
 
 

@@ -60,7 +60,7 @@ class RaceFound(Exception):
 _CACHED_OFFSETS = 1 << 20
 
 
-@dataclass
+@dataclass(slots=True)
 class AccessSite:
     """The static description of one operand, enough to find its bytes for any dynamic offset."""
 

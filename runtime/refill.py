@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import isa
+from neuron_mlir.runtime.addresses import Addresses
 
 # More separate byte ranges than this to fill in one memory array, and their hull is filled instead.
 MAX_RUNS = 256
@@ -96,58 +97,46 @@ _WORDS: dict[int, np.dtype[Any]] = {
 _ONES = {size: np.array(int.from_bytes(b"\x01" * size, "little"), dtype) for size, dtype in _WORDS.items()}
 
 
-def _address(array: np.ndarray) -> int:
-    return array.__array_interface__["data"][0]
-
-
 class _Masks:
     """Per memory array, which bytes are written so far and which were read before being written."""
 
-    def __init__(self, arrays: Sequence[np.ndarray], rows: Sequence[int]) -> None:
+    def __init__(self, arrays: Sequence[np.ndarray], rows: Sequence[int], addresses: Addresses) -> None:
+        self.address = addresses.of
         self.arrays = list(arrays)
         self.rows = list(rows)  # bytes per partition row of each array (0: one flat row)
-        order = sorted(range(len(self.arrays)), key=lambda i: _address(self.arrays[i]))
+        starts = [self.address(array) for array in self.arrays]
+        order = sorted(range(len(self.arrays)), key=starts.__getitem__)
         self.order = order
-        self.starts = [_address(self.arrays[i]) for i in order]
+        self.starts = [starts[i] for i in order]
         self.written: dict[int, np.ndarray] = {}
         self.needed: dict[int, np.ndarray] = {}
         # per array, per partition range: the byte ranges (within a row) written in all its partitions so far
         # (sorted, disjoint); and the writes of an array not yet in its mask
         self.boxes: dict[int, dict[tuple[int, int], _Written]] = {}
         self.pending: dict[int, list[tuple[np.ndarray, int]]] = {}
+        # per view layout: its `ranges` apart from where it starts (`_ranges_layout`), and the reach of its bytes
+        # around element 0 (`hull`)
+        self.layouts: dict[tuple[Any, ...], tuple[int, list[int] | None, int, int] | None] = {}
+        self.reaches: dict[tuple[Any, ...], tuple[int, int]] = {}
 
     def ranges(self, index: int, view: np.ndarray, offset: int) -> tuple[int, int, list[int], int] | None:
         """The view's bytes as (first partition, end partition, first bytes of its runs within a row, run length):
         the same byte ranges in every partition of the range. None when they do not have that form (or have too
         many runs)."""
         row = self.rows[index]
-        # (a dimension of stride 0 repeats the same bytes)
-        dims = [(s, n) for s, n in zip(view.strides, view.shape, strict=True) if n > 1 and s]
-        first, start, partitions = 0, offset, 1
-        if row:
-            across = [dim for dim in dims if dim[0] == row]
-            if len(across) > 1:
-                return None
-            if across:
-                partitions = across[0][1]
-                dims.remove(across[0])
-            first, start = divmod(offset, row)
-        run = view.itemsize
-        dims.sort()
-        while dims and dims[0][0] == run:
-            run *= dims.pop(0)[1]
-        if not dims:
-            starts = [start]
+        # (worked out once per layout: views of one layout differ only in where they start)
+        key = (row, view.shape, view.strides, view.itemsize)
+        if key in self.layouts:
+            layout = self.layouts[key]
         else:
-            count = math.prod(extent for _, extent in dims)
-            if count > _MAX_RANGES or dims[0][0] < 0:
-                return None
-            grid = np.array([start], dtype=np.int64)
-            for stride, extent in dims:
-                grid = (grid[:, None] + stride * np.arange(extent, dtype=np.int64)[None, :]).reshape(-1)
-            starts = grid.tolist()
-        if row and max(starts) + run > row:
+            layout = self.layouts[key] = _ranges_layout(row, view)
+        if layout is None:
             return None
+        partitions, relative, furthest, run = layout
+        first, start = divmod(offset, row) if row else (0, offset)
+        if row and start + furthest + run > row:
+            return None
+        starts = [start] if relative is None else [start + at for at in relative]
         return first, first + partitions, starts, run
 
     def note_write(self, index: int, view: np.ndarray, offset: int) -> None:
@@ -180,7 +169,7 @@ class _Masks:
         """(array index, byte offset of the view's element 0, byte hull [lo, hi) end) or None (not simulated)."""
         if view.size == 0:
             return None
-        address = _address(view)
+        address = self.address(view)
         position = bisect.bisect_right(self.starts, address) - 1
         if position < 0:
             return None
@@ -190,16 +179,19 @@ class _Masks:
             return None
         return index, offset, view.itemsize
 
-    @staticmethod
-    def hull(view: np.ndarray, offset: int) -> tuple[int, int]:
-        low = high = offset
-        for stride, extent in zip(view.strides, view.shape, strict=True):
-            reach = stride * (extent - 1)
-            if reach < 0:
-                low += reach
-            else:
-                high += reach
-        return low, high + view.itemsize
+    def hull(self, view: np.ndarray, offset: int) -> tuple[int, int]:
+        key = (view.shape, view.strides, view.itemsize)
+        reach = self.reaches.get(key)
+        if reach is None:
+            low = high = 0
+            for stride, extent in zip(view.strides, view.shape, strict=True):
+                step = stride * (extent - 1)
+                if step < 0:
+                    low += step
+                else:
+                    high += step
+            reach = self.reaches[key] = (low, high + view.itemsize)
+        return offset + reach[0], offset + reach[1]
 
     @staticmethod
     def layout(mask: np.ndarray, view: np.ndarray, offset: int) -> tuple[np.ndarray, np.ndarray]:
@@ -231,6 +223,36 @@ class _Masks:
         np.bitwise_or(needed, np.subtract(ones, written), out=needed)
 
 
+def _ranges_layout(row: int, view: np.ndarray) -> tuple[int, list[int] | None, int, int] | None:
+    """`_Masks.ranges` of a view of arrays of `row` bytes per partition (0: one flat row) apart from where it starts:
+    (partitions, the runs' first bytes from the first one's, None for one run; the furthest of them; run length),
+    or None when its bytes do not have that form wherever it starts."""
+    # (a dimension of stride 0 repeats the same bytes)
+    dims = [(s, n) for s, n in zip(view.strides, view.shape, strict=True) if n > 1 and s]
+    partitions = 1
+    if row:
+        across = [dim for dim in dims if dim[0] == row]
+        if len(across) > 1:
+            return None
+        if across:
+            partitions = across[0][1]
+            dims.remove(across[0])
+    run = view.itemsize
+    dims.sort()
+    while dims and dims[0][0] == run:
+        run *= dims.pop(0)[1]
+    if not dims:
+        return partitions, None, 0, run
+    count = math.prod(extent for _, extent in dims)
+    if count > _MAX_RANGES or dims[0][0] < 0:
+        return None
+    grid = np.zeros(1, dtype=np.int64)
+    for stride, extent in dims:
+        grid = (grid[:, None] + stride * np.arange(extent, dtype=np.int64)[None, :]).reshape(-1)
+    relative = grid.tolist()
+    return partitions, relative, max(relative), run
+
+
 def _written(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     """(the roles an access writes completely, the roles it may change at all); unknown opcodes write 'dst'.
     Every role not written completely counts as read. The sets are shared: callers must not change them."""
@@ -239,12 +261,22 @@ def _written(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]
         if found is None:
             found = _WRITTEN[opcode] = _written_by(opcode, attrs)
         return found
+    # kept per value of the attributes that decide, when those are plain Python values (a batch's attributes may
+    # be arrays of the lanes' values)
+    accumulate, indirect = attrs.get("accumulate", False), attrs.get("indirect")
+    if type(accumulate) is bool and (indirect is None or type(indirect) is str):
+        key = (opcode, accumulate, indirect)
+        found = _WRITTEN_BY_ATTRIBUTES.get(key)
+        if found is None:
+            found = _WRITTEN_BY_ATTRIBUTES[key] = _written_by(opcode, attrs)
+        return found
     return _written_by(opcode, attrs)
 
 
 # Opcodes whose written roles depend on their attributes (`_written_by`); the others' are kept per opcode.
 _DEPENDS_ON_ATTRIBUTES = frozenset({"nc_matmul", "dma_copy"})
 _WRITTEN: dict[str, tuple[set[str], set[str]]] = {}
+_WRITTEN_BY_ATTRIBUTES: dict[tuple[str, bool, str | None], tuple[set[str], set[str]]] = {}
 
 
 def _written_by(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -274,13 +306,15 @@ def bytes_read_first(
     loaded: Sequence[np.ndarray],
     overwritten: Sequence[np.ndarray],
     outputs: Sequence[np.ndarray],
+    addresses: Addresses | None = None,
 ) -> list[np.ndarray]:
     """Views of `arrays` (the machine's memories) covering every byte the run read before writing it.
 
     `rows` are the arrays' bytes per partition row (0 for HBM); `accesses` the run's instances (or batched steps)
     in order; `loaded` the views loading writes (constants and inputs); `overwritten` parts of `arrays` loading
-    writes completely, byte for byte; `outputs` the views read after the run."""
-    masks = _Masks(arrays, rows)
+    writes completely, byte for byte; `outputs` the views read after the run; `addresses` the views' addresses
+    (shared with the run's other analyses)."""
+    masks = _Masks(arrays, rows, addresses if addresses is not None else Addresses())
     parts: dict[int, list[tuple[int, int]]] = {}
     for part in overwritten:
         found = masks.locate(part)

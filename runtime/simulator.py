@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import blas, bound_inputs, copy_forwarding, dtypes, heap, host_arena, refill, tape, vectorize
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import Lanes, trace
@@ -255,8 +256,12 @@ class Simulator:
         bindable = bound_inputs.bindable_inputs(program)
         self.machine = Machine(program.buffers, validated.sizes, bindable.values(), arena)
         self.uses_blas = any(inst.opcode == "nc_matmul" for inst in validated.instructions)
+        # the host addresses of the machine's arrays, for the plans and a first run's analyses (`runtime.addresses`)
+        self.addresses = Addresses()
+        for array, address in self.machine.known_addresses:
+            self.addresses.note(array, address)
         self.plans: list[InstructionPlan] = plan_program(
-            program, validated.instructions, validated.index_of_id, self.machine, self.target
+            program, validated.instructions, validated.index_of_id, self.machine, self.target, self.addresses
         )
         written = {op.site.buffer for plan in self.plans for op in plan.writes}
         # Inputs that steady runs may read where the caller holds them (`runtime.bound_inputs`), once the tape shows
@@ -287,8 +292,8 @@ class Simulator:
         # writing them (the only ones a later run must fill again; None: all of them).
         self.tape: tape.Tape | None = None
         self._refill: list[np.ndarray] | None = None
-        # The taped run's accesses while the refill analysis waits for the second run.
-        self._unanalysed: list[refill.Access] | None = None
+        # The taped run's accesses, and their views' addresses, while the refill analysis waits for the second run.
+        self._unanalysed: tuple[list[refill.Access], Addresses] | None = None
         self._fresh_memory = True
         self._loaded_ranges = self._ranges_load_overwrites()
         self._entry: _EntryViews | None = None  # see `_entry_views`
@@ -379,10 +384,12 @@ class Simulator:
             self._analyse_refill()
         else:
             # later runs read on-chip copies' sources in place where they can (`runtime.copy_forwarding`)
-            steps, sources = copy_forwarding.forward_copies(recorder.steps, recorder.sources, self.machine)
+            # (the three analyses of the recorded views look each view's address up once)
+            addresses = recorder.addresses
+            steps, sources = copy_forwarding.forward_copies(recorder.steps, recorder.sources, self.machine, addresses)
             self.tape = tape.Tape(steps)
-            self._bind_inputs(sources)
-            self._unanalysed = recorder.accesses
+            self._bind_inputs(sources, addresses)
+            self._unanalysed = (recorder.accesses, addresses)
             # In the next run when it costs no more than the data work (so that run costs at most about two steady
             # ones); else now, in a first run that costs more than that anyway.
             if refill.analysis_seconds(recorder.accesses) > recorder.seconds:
@@ -391,9 +398,9 @@ class Simulator:
 
     def _analyse_refill(self) -> None:
         """Work out the bytes later runs must fill again (`runtime.refill`) from the taped run's accesses."""
-        accesses = self._unanalysed
-        if accesses is None:
+        if self._unanalysed is None:
             return
+        accesses, addresses = self._unanalysed
         self._unanalysed = None
         machine = self.machine
         constants, bindings, outputs = self._entry_views()
@@ -409,6 +416,7 @@ class Simulator:
             [view for view, _ in constants] + [view for view, _, _ in bindings],
             self._overwritten_views(),
             outputs,
+            addresses,
         )
 
     def finish(self) -> None:
@@ -432,11 +440,11 @@ class Simulator:
                 self.machine.release(index)
         self._release_bound = False
 
-    def _bind_inputs(self, sources: Sequence[bound_inputs.Source]) -> None:
+    def _bind_inputs(self, sources: Sequence[bound_inputs.Source], addresses: Addresses) -> None:
         """Work out which inputs steady runs read in place, from the first run's recorded steps."""
         homes = self.machine.homes
         candidates = {position: homes[index].array for position, index in self._bindable.items()}
-        self._binding = bound_inputs.InputBinding.build(candidates, self._bindable, sources)
+        self._binding = bound_inputs.InputBinding.build(candidates, self._bindable, sources, addresses)
         self._release_bound = True
 
     def _start(self, inputs: Sequence[np.ndarray], bind: bool = False) -> dict[int, np.ndarray]:
@@ -536,9 +544,17 @@ class Simulator:
         """For each top-level node, the queues that node and the ones after it may still issue to."""
         suffix: list[list[int]] = []
         seen: set[int] = set()
+        live: list[int] = []
+        plan_of = self.plan_of
         for node in reversed(self.program.body):
-            seen |= {queue_index(inst) for inst in _instructions_in(node)}
-            suffix.append(sorted(seen))
+            if type(node) is Instruction:
+                queues: set[int] = {plan_of[id(node)].queue}
+            else:
+                queues = {plan_of[id(inst)].queue for inst in _instructions_in(node)}
+            if not queues <= seen:
+                seen |= queues
+                live = sorted(seen)
+            suffix.append(live)  # (nodes with the same queues ahead share the list: nobody changes it)
         suffix.reverse()
         return suffix
 
@@ -547,11 +563,18 @@ class Simulator:
         instruction waits on, when that instruction surely issues next on its queue (no loop that might not run
         comes before it). The race checker uses it to bound what that queue will have seen."""
         result: list[dict[int, list[int]]] = []
-        ahead: dict[int, tuple[InstructionPlan, bool]] = {}  # queue -> its first instruction after this node
+        # queue -> the waits of its first instruction after this node, for those that surely issue
+        ahead: dict[int, list[int]] = {}
         for node in reversed(self.program.body):
             firsts = self._first_per_queue(node, True)
-            result.append({queue: plan.waits for queue, (plan, sure) in ahead.items() if sure and queue not in firsts})
-            ahead.update(firsts)
+            found = dict(ahead)
+            for queue, (plan, sure) in firsts.items():
+                found.pop(queue, None)
+                if sure:
+                    ahead[queue] = plan.waits
+                else:
+                    ahead.pop(queue, None)
+            result.append(found)
         result.reverse()
         return result
 
@@ -749,12 +772,18 @@ class _Recorder:
         self.steps: list[tape.Step] = []
         self.sources: list[bound_inputs.Source] = []  # per step, its maker and views (`runtime.bound_inputs`)
         self.accesses: list[refill.Access] = []
+        # the addresses of the views the steps use, for the analyses of the recording (`runtime.addresses`)
+        self.addresses = simulator.addresses.copy()
         # CPU seconds spent on the data work itself (about what a run of the tape will take), weighed against
         # `refill.analysis_seconds`, a CPU-time estimate: wall time would let the load of a shared machine decide
         self.seconds = 0.0
 
     def instance(self, plan: InstructionPlan, values: list[int]) -> None:
         views, attrs = plan.views(values), plan.attributes(values)
+        note = self.addresses.note
+        for op in plan.operands:
+            column = op.column
+            note(views[op.role], op.host_address if column < 0 else op.host_address + values[column] * op.site.itemsize)
         # The step the tape will replay does the data work now too: it gives the semantics' bits (`runtime.tape`)
         # in less time than the semantics function, which the first run would otherwise call besides preparing it.
         step = tape.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target)

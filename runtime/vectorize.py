@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neuron_mlir.runtime import isa, semantics, tape
+from neuron_mlir.runtime.addresses import Addresses
 from neuron_mlir.runtime.lanes import chain_of
 from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg, instructions_of, row_major_strides
 
@@ -400,6 +401,10 @@ class Batch:
         # the simulator's plans and target, not the simulator: the tape keeps batches, and a simulator in a cycle
         # with its own tape would outlive its program once `heap.first_run` froze it
         self.plans, self.target = sim.plans, sim.target
+        # while the batch is built in a first run: its recorder's memo of view addresses, told those of the views
+        # made here (`runtime.addresses`); not kept after, as the tape keeps the batch
+        recorder = getattr(sim, "recorder", None)
+        self._addresses: Addresses | None = recorder.addresses if recorder is not None else None
         self.nest = nest
         self.lanes = lanes = trace.shape
         if trace.count < MIN_LANES:
@@ -447,6 +452,7 @@ class Batch:
         self.direct = self._direct_operands()
         self._check_conflicts()
         self._prepare(sim)
+        self._addresses = None
 
     # ---- direct operands and their conflicts ---------------------------------------------------------------
 
@@ -571,7 +577,9 @@ class Batch:
         private_views: dict[tuple[int, str], np.ndarray] = {}
         for key, info in nest.private.items():
             if key[0] in self.occurrences:
-                private_views[key] = _private_view(info, shadows, lanes)
+                private_views[key] = private = _private_view(info, shadows, lanes)
+                if self._addresses is not None:
+                    self._addresses.note(private, self._addresses.of(shadows[info.shadow]) + info.offset)
         nl = len(lanes)
         steps: list[tuple[tape.Maker, dict[str, np.ndarray]]] = []
         seen: dict[int, int] = {}
@@ -635,14 +643,17 @@ class Batch:
 
     def _direct_view(self, group: _Direct, rep: int, start: int, lanes: tuple[int, ...]) -> np.ndarray:
         shape, dtype, array, array_start, strides, itemsize = group.op.view_args
-        offset = array_start + (int(group.base[rep]) + start * group.deltas[0]) * itemsize
-        return np.ndarray(
+        moved = (int(group.base[rep]) + start * group.deltas[0]) * itemsize
+        view = np.ndarray(
             lanes + shape,
             dtype,
             buffer=array,
-            offset=offset,
+            offset=array_start + moved,
             strides=tuple(d * itemsize for d in group.deltas) + strides,
         )
+        if self._addresses is not None:
+            self._addresses.note(view, group.op.host_address + moved)
+        return view
 
 
 def _run_batch(parts: list[list[tape.Step]], write_back: list[tuple[np.ndarray, np.ndarray]]) -> None:

@@ -295,6 +295,50 @@ def test_a_view_outside_the_machine_has_its_byte_hull_as_footprint():
         np.broadcast_to(shadow[1, 4:9], (7, 5)),
         shadow.T[4:20].reshape(2, 8, 6)[:, ::-1],
     ]
+    primed = copy_forwarding._Memory(_NoMemories())
+    primed.prime(views)
     for view in views:
         low, high = np.lib.array_utils.byte_bounds(view)
         assert memory.footprint(view) == ((-1, 0, 1, low, high), "")
+        assert primed.footprint(view) == ((-1, 0, 1, low, high), "")
+
+
+def test_footprints_in_bulk_are_those_one_by_one():
+    """`_Memory.prime` gives every view the footprint `_Memory.footprint` gives it alone: on-chip views within a
+    row and across rows, HBM views, views outside the machine, reversed, repeated (stride 0) and scalar ones."""
+    from neuron_mlir.runtime.hardware import Memory
+
+    sbuf = np.zeros(8 * 64, np.uint8)  # 8 partitions of 64 bytes
+    psum = np.zeros(4 * 32, np.uint8)
+    hbm = np.zeros(1000, np.uint8)
+
+    class _Machine:
+        arrays = {Memory.SBUF: [sbuf], Memory.PSUM: [psum], Memory.HBM: [hbm]}
+        ranges = {Memory.SBUF: [(0, 64)], Memory.PSUM: [(128, 160)], Memory.HBM: [(0, 1000)]}
+
+    def views_of(array: np.ndarray, rows: int) -> list[np.ndarray]:
+        grid = array.view(np.float32).reshape(rows, -1)
+        flat = array.view(np.uint16)
+        return [
+            grid,
+            grid[1:5, 3:9:2],
+            grid[::-1, ::-3],
+            grid[2:3, 5:6],
+            grid[2, 1, ...],
+            np.broadcast_to(grid[1, 2:7], (7, 5)),
+            grid.T[2:6],
+            grid[:, None, 2:4],
+            flat[3:-5:7],
+            flat[::-1][:13],
+            grid.reshape(-1)[5:21].reshape(2, 8),  # across a row boundary: whole rows of its hull
+        ]
+
+    rng = np.random.default_rng(0)
+    outside = np.zeros((6, 40), np.float32)
+    views = views_of(sbuf, 8) + views_of(psum, 4) + views_of(hbm, 10) + views_of(outside.view(np.uint8), 6)
+    views += [views[int(i)][..., ::2] for i in rng.integers(0, len(views), 12) if views[int(i)].ndim]
+    one, bulk = copy_forwarding._Memory(_Machine()), copy_forwarding._Memory(_Machine())
+    bulk.prime([view for view in views if view.size])
+    for view in views:
+        if view.size:
+            assert bulk.footprint(view) == one.footprint(view), (view.shape, view.strides)
