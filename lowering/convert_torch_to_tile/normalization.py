@@ -121,6 +121,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import ReductionSpace, RowTile, emit_reduce, emit_variance
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.lowering.torch_fuse_batch_norm_casts import is_marked as is_batch_norm_cast
+from neuron_mlir.lowering.torch_fuse_batch_norm_casts import statistics_casts
 from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
     is_marked,
     narrowing_of_gradient,
@@ -1757,11 +1759,13 @@ class _ChannelPasses:
             return chunk_sums(e, tiles, chunk[2], ordinal)
 
         if self.kept is not None:
-            totals: list[SSAValue] | None = None
-            for ordinal, chunk in enumerate(_even_chunks(self.images, self.length)):
-                more = of(em, chunk, ordinal)
-                totals = more if totals is None else fold(em, totals, more)
-            assert totals is not None  # a channel nest's rows are never empty
+            # every chunk's sums first, then their totals: an add of two chunks' sums written between the chunks
+            # would hold its engine's queue (in order) until the later chunk's sums were done, and with it that
+            # engine's share of the next chunk
+            parts = [of(em, chunk, ordinal) for ordinal, chunk in enumerate(_even_chunks(self.images, self.length))]
+            totals = parts[0]
+            for more in parts[1:]:
+                totals = fold(em, totals, more)
             return totals
 
         def image(e: LoopNestBuilder, n: Index) -> list[SSAValue]:
@@ -1974,6 +1978,7 @@ class _ChannelNestResults:
     rstd: SSAValue  # in `saved_types[1]`
     variance: SSAValue | None  # fp32; None where the nest updated the running statistics itself
     running: tuple[SSAValue, SSAValue] | None  # the updated running mean and variance
+    casts: dict[int, SSAValue]  # the `casts` asked for, by position
 
 
 def _batch_norm_training_by_channel(
@@ -1985,10 +1990,12 @@ def _batch_norm_training_by_channel(
     out_type: Attribute,
     saved_types: tuple[Attribute, Attribute] = (f32, f32),
     running: _RunningUpdate | None = None,
+    casts: dict[int, Attribute] | None = None,
 ) -> _ChannelNestResults | None:
     """Batch norm in training as one nest over channel tiles (channels on partitions): the result, the saved mean
     and rstd in `saved_types`, and the fp32 variance or, given `running`, the updated running statistics; None for
-    an input this does not lay out (not contiguous, or empty).
+    an input this does not lay out (not contiguous, or empty). `casts` asks for per-channel results in other
+    element types too, by position: 0 the mean, 1 the rstd, 2 and 3 the updated running mean and variance.
 
     Every per-channel result is written from the channel tile's columns, between the passes: small nests of their
     own after this one would wait, on engines that run their instructions in order, for the whole second pass, and
@@ -2027,7 +2034,9 @@ def _batch_norm_training_by_channel(
     # the variance, or the updated running statistics instead
     vector_types = (*saved_types, *((f32,) if running is None else running.types))
     statistics = [alloc(em, (split.channels,), t) for t in vector_types]
+    cast_results = {position: alloc(em, (split.channels,), t) for position, t in (casts or {}).items()}
     statistic_views = [view(em, v, vector_view) for v in statistics]
+    cast_views = {position: view(em, v, vector_view) for position, v in cast_results.items()}
     running_views = (
         []
         if running is None
@@ -2093,16 +2102,30 @@ def _batch_norm_training_by_channel(
         variance = e.insert(tile.BinaryScalarOp(variance, "max", column, scalar=0.0)).result
         rstd = e.insert(tile.UnaryOp(variance, "rsqrt", column, bias_value=eps)).result
         scale = rstd if weight is None else binary(e, rstd, params[0], "multiply")
-        lost = binary(e, residual, scale, "multiply")
-        if bias is not None:
-            shift = binary(e, params[-1], lost, "subtract")
+        mean = binary(e, m, residual, "add")
+        # 16-bit in and out: x * scale + (bias - mean * scale), eager's own form, as one tensor_scalar in
+        # VectorE's 16-bit mode (a quarter of an fp32 pass). Its fp32 roundings are a few units of 2^-24 of
+        # |x * scale|, |mean * scale| and |bias|: against an output as large, 2^-15 of the 2^-9 its 16-bit
+        # rounding is; against an output near 0 (x near the mean), below 2^-13 of the step between the outputs of
+        # two neighbouring 16-bit x (2^-24 |x| is under 2^-16 of a bf16 x's spacing, 2^-13 of an fp16 one's)
+        sixteen_bit = _bytes(element_type_of(x)) == 2 and _bytes(out_type) == 2
+        # (the second pass's columns first: the per-channel results below wait in the engines' queues after them)
+        if sixteen_bit:
+            centre = binary(e, mean, scale, "multiply")
+            if bias is not None:
+                offset = binary(e, params[-1], centre, "subtract")
+            else:
+                offset = e.insert(tile.BinaryScalarOp(centre, "multiply", column, scalar=-1.0)).result
         else:
-            shift = e.insert(tile.BinaryScalarOp(lost, "multiply", column, scalar=-1.0)).result
+            lost = binary(e, residual, scale, "multiply")
+            if bias is not None:
+                shift = binary(e, params[-1], lost, "subtract")
+            else:
+                shift = e.insert(tile.BinaryScalarOp(lost, "multiply", column, scalar=-1.0)).result
 
         def per_channel(value: SSAValue) -> SSAValue:
             return value if matrices is None else matrices.firsts(e, value)
 
-        mean = binary(e, m, residual, "add")
         values = [per_channel(mean), per_channel(rstd), per_channel(variance)]
         if running is not None:
             width = split.channels if matrices else p
@@ -2117,19 +2140,9 @@ def _batch_norm_training_by_channel(
             del values[2]
         for value, statistic, kind in zip(values, statistic_views, statistics, strict=True):
             store(e, to_sbuf(e, value, element_type_of(kind)), statistic, [c0, 0])
-
-        # 16-bit in and out: x * scale + (bias - mean * scale), eager's own form, as one tensor_scalar in
-        # VectorE's 16-bit mode (a quarter of an fp32 pass). Its fp32 roundings are a few units of 2^-24 of
-        # |x * scale|, |mean * scale| and |bias|: against an output as large, 2^-15 of the 2^-9 its 16-bit
-        # rounding is; against an output near 0 (x near the mean), below 2^-13 of the step between the outputs of
-        # two neighbouring 16-bit x (2^-24 |x| is under 2^-16 of a bf16 x's spacing, 2^-13 of an fp16 one's)
-        sixteen_bit = _bytes(element_type_of(x)) == 2 and _bytes(out_type) == 2
-        if sixteen_bit:
-            centre = binary(e, mean, scale, "multiply")
-            if bias is not None:
-                offset = binary(e, params[-1], centre, "subtract")
-            else:
-                offset = e.insert(tile.BinaryScalarOp(centre, "multiply", column, scalar=-1.0)).result
+        for position, cast_view in cast_views.items():
+            # the fp32 column rounded once, as the cast of the stored result rounds it
+            store(e, to_sbuf(e, values[position], element_type_of(cast_results[position])), cast_view, [c0, 0])
 
         def write(e2: LoopNestBuilder, tiles: list[SSAValue], chunk: Chunk) -> None:
             if sixteen_bit:
@@ -2146,8 +2159,8 @@ def _batch_norm_training_by_channel(
 
     _for_channel_tiles(em, channels, rows.shape[0], length, _bytes(element_type_of(x)), channel_tile)
     if running is None:
-        return _ChannelNestResults(out, statistics[0], statistics[1], statistics[2], None)
-    return _ChannelNestResults(out, statistics[0], statistics[1], None, (statistics[2], statistics[3]))
+        return _ChannelNestResults(out, statistics[0], statistics[1], statistics[2], None, cast_results)
+    return _ChannelNestResults(out, statistics[0], statistics[1], None, (statistics[2], statistics[3]), cast_results)
 
 
 def _batch_norm(
@@ -2177,6 +2190,16 @@ def _batch_norm(
             unbiased = count / (count - 1) if count > 1 else math.inf
             types = (result_element_type(op, u), result_element_type(op, u + 1))
             running = _RunningUpdate(running_mean, running_var, momentum, unbiased, types)
+        # casts of the per-channel results that torch-fuse-batch-norm-casts marked, by their position in the nest
+        positions = {1 + outputs.index(k): i for i, k in enumerate("mr") if k in outputs}
+        if running is not None:
+            positions |= {1 + outputs.index("u"): 2, 2 + outputs.index("u"): 3}
+        marked = {
+            positions[index]: cast
+            for index, cast in statistics_casts(op).items()
+            if index in positions and is_batch_norm_cast(cast)
+        }
+        cast_types = {position: result_element_type(cast, 0) for position, cast in marked.items()}
         fused = _batch_norm_training_by_channel(
             em,
             x,
@@ -2185,8 +2208,14 @@ def _batch_norm(
             eps,
             out_type,
             saved_types,
-            running,  # type: ignore[arg-type]
+            running,
+            cast_types,  # type: ignore[arg-type]
         )
+        if fused is not None:
+            from neuron_mlir.lowering.convert_torch_to_tile.context import absorb
+
+            for position, cast in marked.items():
+                absorb(em, cast, _written_by_row_pass(fused.casts[position]))
     if fused is not None:
         normalized, mean, rstd, updated = fused.out, fused.mean, fused.rstd, fused.running
         variance = fused.variance  # type: ignore[assignment]
@@ -2396,11 +2425,14 @@ def _batch_norm_backward_by_channel(
         def per_channel(value: SSAValue) -> SSAValue:
             return value if matrices is None else matrices.firsts(e, value)
 
-        if outputs[1] is not None:
-            store(e, to_sbuf(e, per_channel(binary(e, dot, istd, "multiply")), types[1]), outputs[1], [c0, 0])
-        if outputs[2] is not None:
-            store(e, to_sbuf(e, per_channel(total), types[2]), outputs[2], [c0, 0])
+        def parameter_gradients() -> None:
+            if outputs[1] is not None:
+                store(e, to_sbuf(e, per_channel(binary(e, dot, istd, "multiply")), types[1]), outputs[1], [c0, 0])
+            if outputs[2] is not None:
+                store(e, to_sbuf(e, per_channel(total), types[2]), outputs[2], [c0, 0])
+
         if outputs[0] is None:
+            parameter_gradients()
             return lambda: None
         k = binary(e, scaled(e, dot, norm), binary(e, istd, istd, "multiply"), "multiply")
         scale = istd if weight is None else binary(e, istd, loaded[2], "multiply")
@@ -2408,8 +2440,9 @@ def _batch_norm_backward_by_channel(
         # their differences, the subtraction is exact and nothing is rounded at dy's own size
         offset = binary(e, scaled(e, total, norm), binary(e, residual, k, "multiply"), "subtract")
         target = outputs[0]
-
         slope = binary(e, k, scale, "multiply")
+        # after the second pass's columns, which would otherwise wait behind them in the engines' queues
+        parameter_gradients()
 
         def grad_input(e2: LoopNestBuilder, tiles: list[SSAValue], chunk: Chunk) -> None:
             # two independent two-step passes (each one tensor_scalar) and their difference: three instructions
