@@ -2343,11 +2343,11 @@ def _batch_norm_backward_by_channel(
     rounding: the subtraction is exact for values within a factor of two of m) and p = sum(dy * (x - m)); then,
     with N values per channel, r = s / N (where it is m's rounding, `_rounding_only`), dot = p - r * g (the sum of
     dy against x centred on m + r), k = dot / N * invstd^2 and scale = invstd * weight, and a second pass writes
-    grad_input = (dy - (g / N - r * k)) * scale - (x - m) * (k * scale): two two-step tensor_scalar passes and
-    their difference. Where the chunks fit on chip it reads the x and dy the first pass loaded. grad_weight =
-    dot * invstd and grad_bias = g leave the statistics' columns. Where a channel's values are few and close
-    together against their mean, r is not small against x - m, and without it every gradient would be off by a
-    constant fraction of the spread."""
+    grad_input = (dy - (g / N - r * k)) * scale - (x - m) * (k * scale) from the x and dy the first pass loaded,
+    where the chunks fit on chip, else ((dy - (g / N - r * k)) - (x - m) * k) * scale from chunks loaded again.
+    grad_weight = dot * invstd and grad_bias = g leave the statistics' columns. Where a channel's values are few
+    and close together against their mean, r is not small against x - m, and without it every gradient would be
+    off by a constant fraction of the spread."""
     shape = layout_of(x).shape
     split = _ChannelSplit.of(shape)
     rows = split.rows(shape)
@@ -2445,17 +2445,26 @@ def _batch_norm_backward_by_channel(
         parameter_gradients()
 
         def grad_input(e2: LoopNestBuilder, tiles: list[SSAValue], chunk: Chunk) -> None:
-            # two independent two-step passes (each one tensor_scalar) and their difference: three instructions
-            # a chunk, where scaling the difference was a fourth after it
             values, gradient = tiles
             n, f0, size = chunk
             work = TileType((p, size), f32, Memory.SBUF)
-            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
-            sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=slope)).result
-            shifted = e2.insert(tile.BinaryScalarOp(gradient, "subtract", work, column=offset)).result
-            scaled_dy = e2.insert(tile.BinaryScalarOp(shifted, "multiply", work, column=scale)).result
             result = TileType((p, size), types[0], Memory.SBUF)
-            store(e2, e2.insert(tile.BinaryOp(scaled_dy, sloped, "subtract", result)).result, target, [n, c0, f0])
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
+            if keep:
+                # two independent two-step passes (one tensor_scalar each) and their difference: three instructions
+                # a chunk where scaling the difference was a fourth after it
+                sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=slope)).result
+                shifted = e2.insert(tile.BinaryScalarOp(gradient, "subtract", work, column=offset)).result
+                scaled_dy = e2.insert(tile.BinaryScalarOp(shifted, "multiply", work, column=scale)).result
+                value = e2.insert(tile.BinaryOp(scaled_dy, sloped, "subtract", result)).result
+            else:
+                # a pass that loads its chunks again is bound by HBM, and there the four-step form lets the
+                # engines keep up better (fp32 64 x 112^2: 96.3 us against 97.2)
+                sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=k)).result
+                shifted = e2.insert(tile.BinaryScalarOp(gradient, "subtract", work, column=offset)).result
+                difference = e2.insert(tile.BinaryOp(shifted, sloped, "subtract", work)).result
+                value = e2.insert(tile.BinaryScalarOp(difference, "multiply", result, column=scale)).result
+            store(e2, value, target, [n, c0, f0])
 
         return lambda: passes.rewrite(e, grad_input)
 
