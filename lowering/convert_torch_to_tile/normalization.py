@@ -1784,15 +1784,15 @@ class _ChannelPasses:
         """`write(e, tiles, chunk)` for every chunk, with its tiles as the first pass loaded them (kept on chip,
         or loaded again)."""
         if self.kept is not None:
-            for chunk, tiles in self.kept:
-                write(em, tiles, chunk)
+            for kept_chunk, tiles in self.kept:
+                write(em, tiles, kept_chunk)
             return
 
-        def chunk(e: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+        def reload(e: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
             write(e, self.load_chunk(e, (n, f0, size)), (n, f0, size))
 
         def image(e: LoopNestBuilder, n: Index) -> None:
-            e.for_tiles(self.length, FREE_TILE, lambda e2, f0, size: chunk(e2, n, f0, size))
+            e.for_tiles(self.length, FREE_TILE, lambda e2, f0, size: reload(e2, n, f0, size))
 
         em.for_each(self.images, image)
 
@@ -2112,12 +2112,14 @@ def _batch_norm_training_by_channel(
         # (the second pass's columns first: the per-channel results below wait in the engines' queues after them)
         if sixteen_bit:
             centre = binary(e, mean, scale, "multiply")
+            intercept: SSAValue
             if bias is not None:
-                offset = binary(e, params[-1], centre, "subtract")
+                intercept = binary(e, params[-1], centre, "subtract")
             else:
-                offset = e.insert(tile.BinaryScalarOp(centre, "multiply", column, scalar=-1.0)).result
+                intercept = e.insert(tile.BinaryScalarOp(centre, "multiply", column, scalar=-1.0)).result
         else:
             lost = binary(e, residual, scale, "multiply")
+            shift: SSAValue
             if bias is not None:
                 shift = binary(e, params[-1], lost, "subtract")
             else:
@@ -2150,7 +2152,7 @@ def _batch_norm_training_by_channel(
                 scaled = e2.insert(tile.BinaryScalarOp(tiles[0], "multiply", TileType(shape, f32, Memory.SBUF),
                                                        column=scale)).result  # fmt: skip
                 result = TileType(shape, out_type, Memory.SBUF)
-                value = e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=offset)).result
+                value: SSAValue = e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=intercept)).result
             else:
                 value = _normalized(e2, tiles[0], (m, scale, shift), out_type)
             store(e2, value, target, [chunk[0], c0, chunk[1]])
@@ -2180,7 +2182,7 @@ def _batch_norm(
     fused = None
     updated: tuple[SSAValue, SSAValue] | None = None
     if training:
-        saved_types = tuple(result_element_type(op, 1 + outputs.index(k)) if k in outputs else f32 for k in "mr")
+        mean_type, rstd_type = (result_element_type(op, 1 + outputs.index(k)) if k in outputs else f32 for k in "mr")
         running = None
         if "u" in outputs:
             assert running_mean is not None  # not optional in these schemas
@@ -2207,9 +2209,9 @@ def _batch_norm(
             args.get("bias"),
             eps,
             out_type,
-            saved_types,
+            (mean_type, rstd_type),
             running,
-            cast_types,  # type: ignore[arg-type]
+            cast_types,
         )
         if fused is not None:
             from neuron_mlir.lowering.convert_torch_to_tile.context import absorb
@@ -2218,7 +2220,7 @@ def _batch_norm(
                 absorb(em, cast, _written_by_row_pass(fused.casts[position]))
     if fused is not None:
         normalized, mean, rstd, updated = fused.out, fused.mean, fused.rstd, fused.running
-        variance = fused.variance  # type: ignore[assignment]
+        variance = fused.variance
     elif training:
         centre, residual, variance = _batch_statistics(em, x)
         rstd = _rstd(em, variance, eps)
@@ -2254,6 +2256,7 @@ def _batch_norm(
             if updated is not None:
                 results.extend(updated)
             elif training:
+                assert variance is not None  # the nest leaves it out only where it updated the statistics
                 count = math.prod(shape[d] for d in _batch_dims(x))
                 unbiased = count / (count - 1) if count > 1 else math.inf
                 results.append(_running_update(em, running_mean, mean, momentum, 1.0, out_type))
