@@ -1717,6 +1717,10 @@ def _even_chunks(images: int, length: int) -> list[tuple[int, int, int]]:
     return [(n, offsets[i], offsets[i + 1] - offsets[i]) for n in range(images) for i in range(count)]
 
 
+# Chunks between a chunk's sums and the add that takes them into the totals (see `_ChannelPasses.sums`).
+_FOLD_LAG = 1
+
+
 class _ChannelPasses:
     """The two passes of a batch norm's channel nest over a channel tile's rows ([images, C, length] views): the
     first loads each chunk and sums it into [P, 1] columns, the second writes a result from the same chunk once the
@@ -1759,13 +1763,19 @@ class _ChannelPasses:
             return chunk_sums(e, tiles, chunk[2], ordinal)
 
         if self.kept is not None:
-            # every chunk's sums first, then their totals: an add of two chunks' sums written between the chunks
-            # would hold its engine's queue (in order) until the later chunk's sums were done, and with it that
-            # engine's share of the next chunk
-            parts = [of(em, chunk, ordinal) for ordinal, chunk in enumerate(_even_chunks(self.images, self.length))]
-            totals = parts[0]
-            for more in parts[1:]:
-                totals = fold(em, totals, more)
+            # a chunk's sums join the totals `_FOLD_LAG` chunks later: an add written right after its chunk would
+            # hold its engine's queue (in order) until that chunk's sums were done, and with it that engine's share
+            # of the next chunk; adds written after the last chunk would all wait for it
+            parts: list[list[SSAValue]] = []
+            totals: list[SSAValue] | None = None
+            for ordinal, chunk in enumerate(_even_chunks(self.images, self.length)):
+                parts.append(of(em, chunk, ordinal))
+                if len(parts) > _FOLD_LAG:
+                    more = parts.pop(0)
+                    totals = more if totals is None else fold(em, totals, more)
+            for more in parts:
+                totals = more if totals is None else fold(em, totals, more)
+            assert totals is not None  # a channel nest's rows are never empty
             return totals
 
         def image(e: LoopNestBuilder, n: Index) -> list[SSAValue]:
