@@ -52,6 +52,12 @@ def _torch_fuse_rms_norm_neighbours() -> type[ModulePass]:
     return TorchFuseRmsNormNeighboursPass
 
 
+def _torch_fuse_batch_norm_casts() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fuse_batch_norm_casts import TorchFuseBatchNormCastsPass
+
+    return TorchFuseBatchNormCastsPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -150,6 +156,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-auto-cast": _torch_auto_cast,
     "torch-fuse-cross-entropy-backward": _torch_fuse_cross_entropy_backward,
     "torch-fuse-rms-norm-neighbours": _torch_fuse_rms_norm_neighbours,
+    "torch-fuse-batch-norm-casts": _torch_fuse_batch_norm_casts,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "tile-fuse-epilogues": _tile_fuse_epilogues,
     "tile-fuse-matmul-prologues": _tile_fuse_matmul_prologues,

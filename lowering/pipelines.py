@@ -35,6 +35,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dce",
             "torch-fuse-cross-entropy-backward",
             "torch-fuse-rms-norm-neighbours",
+            "torch-fuse-batch-norm-casts",
         ),
     ),
     (

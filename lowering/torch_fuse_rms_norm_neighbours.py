@@ -52,7 +52,7 @@ def _later_in_block(op: Operation, candidate: Operation) -> bool:
     return False
 
 
-def _plain_cast(op: Operation) -> TensorType | None:
+def plain_cast(op: Operation) -> TensorType | None:
     """The result type of a `_to_copy` that only changes the element type (strided layout, preserved format)."""
     result = op.results[0].type if op.results else None
     if op.name != "torch.aten._to_copy" or not isinstance(result, TensorType):
@@ -73,7 +73,7 @@ def upcast_of_input(norm: Operation) -> Operation | None:
     """The fp32 upcast of `_fused_rms_norm`'s input that its row pass can write, or None."""
     source = norm.operands[0]
     for use in source.uses:
-        result = _plain_cast(use.operation)
+        result = plain_cast(use.operation)
         if result is None or result.element_type != f32 or tuple(result.get_shape()) != tensor_shape_of(source):
             continue
         if _later_in_block(norm, use.operation):
@@ -101,7 +101,7 @@ def weight_product(norm: Operation) -> tuple[Operation, SSAValue] | None:
 def narrowing_of_gradient(norm: Operation) -> Operation | None:
     """The cast of `_fused_rms_norm_backward`'s grad_input to a 16-bit type that its row pass can write, or None."""
     for use in norm.results[0].uses:
-        result = _plain_cast(use.operation)
+        result = plain_cast(use.operation)
         if result is None or itemsize(runtime_dtype_name(result.element_type)) != 2:
             continue
         if _later_in_block(norm, use.operation):
