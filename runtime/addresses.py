@@ -46,3 +46,18 @@ class Addresses:
             address = self._known[id(view)] = view.__array_interface__["data"][0]
             self._held.append(view)
         return address
+
+
+def reach(view: np.ndarray) -> tuple[int, int]:
+    """The bytes [low, high) `view` spans around its element 0's address (NumPy's `byte_bounds` less that address,
+    without reading the array interface)."""
+    low = high = 0
+    if view.size == 0:
+        return 0, 0
+    for stride, extent in zip(view.strides, view.shape, strict=True):
+        step = stride * (extent - 1)
+        if step < 0:
+            low += step
+        else:
+            high += step
+    return low, high + view.itemsize

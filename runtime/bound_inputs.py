@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_mlir.runtime import dtypes, tape
-from neuron_mlir.runtime.addresses import Addresses
+from neuron_mlir.runtime.addresses import Addresses, reach
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import Program, row_major_strides
 
@@ -88,17 +88,9 @@ def bindable_inputs(program: Program) -> dict[int, int]:
 
 
 def _byte_hull(view: np.ndarray, address: int) -> tuple[int, int]:
-    """The bytes [low, high) a view at `address` spans (`byte_bounds` without reading the array interface again)."""
-    low = high = address
-    if view.size == 0:
-        return low, high
-    for stride, extent in zip(view.strides, view.shape, strict=True):
-        reach = stride * (extent - 1)
-        if reach < 0:
-            low += reach
-        else:
-            high += reach
-    return low, high + view.itemsize
+    """The bytes [low, high) a view at `address` spans."""
+    low, high = reach(view)
+    return address + low, address + high
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from neuron_mlir.runtime import isa
-from neuron_mlir.runtime.addresses import Addresses
+from neuron_mlir.runtime.addresses import Addresses, reach
 
 # More separate byte ranges than this to fill in one memory array, and their hull is filled instead.
 MAX_RUNS = 256
@@ -181,17 +181,10 @@ class _Masks:
 
     def hull(self, view: np.ndarray, offset: int) -> tuple[int, int]:
         key = (view.shape, view.strides, view.itemsize)
-        reach = self.reaches.get(key)
-        if reach is None:
-            low = high = 0
-            for stride, extent in zip(view.strides, view.shape, strict=True):
-                step = stride * (extent - 1)
-                if step < 0:
-                    low += step
-                else:
-                    high += step
-            reach = self.reaches[key] = (low, high + view.itemsize)
-        return offset + reach[0], offset + reach[1]
+        spanned = self.reaches.get(key)
+        if spanned is None:
+            spanned = self.reaches[key] = reach(view)
+        return offset + spanned[0], offset + spanned[1]
 
     @staticmethod
     def layout(mask: np.ndarray, view: np.ndarray, offset: int) -> tuple[np.ndarray, np.ndarray]:
