@@ -2120,20 +2120,16 @@ def _batch_norm_training_by_channel(
         # two neighbouring 16-bit x (2^-24 |x| is under 2^-16 of a bf16 x's spacing, 2^-13 of an fp16 one's)
         sixteen_bit = _bytes(element_type_of(x)) == 2 and _bytes(out_type) == 2
         # (the second pass's columns first: the per-channel results below wait in the engines' queues after them)
+
+        def bias_less(value: SSAValue) -> SSAValue:
+            if bias is not None:
+                return binary(e, params[-1], value, "subtract")
+            return e.insert(tile.BinaryScalarOp(value, "multiply", column, scalar=-1.0)).result
+
         if sixteen_bit:
-            centre = binary(e, mean, scale, "multiply")
-            intercept: SSAValue
-            if bias is not None:
-                intercept = binary(e, params[-1], centre, "subtract")
-            else:
-                intercept = e.insert(tile.BinaryScalarOp(centre, "multiply", column, scalar=-1.0)).result
+            intercept = bias_less(binary(e, mean, scale, "multiply"))
         else:
-            lost = binary(e, residual, scale, "multiply")
-            shift: SSAValue
-            if bias is not None:
-                shift = binary(e, params[-1], lost, "subtract")
-            else:
-                shift = e.insert(tile.BinaryScalarOp(lost, "multiply", column, scalar=-1.0)).result
+            shift = bias_less(binary(e, residual, scale, "multiply"))
 
         def per_channel(value: SSAValue) -> SSAValue:
             return value if matrices is None else matrices.firsts(e, value)
