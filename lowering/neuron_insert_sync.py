@@ -70,7 +70,7 @@ FootprintKey = tuple[
 _INT32 = 2**31  # scalar registers hold two's-complement 32-bit values (runtime/isa.py wrap32)
 _SEARCH_BUDGET = 256  # candidate values the overlap search may try before it answers "conflict"
 _LEVEL_BITS = 3  # hull lengths of a level of `Records`' index: (2**(level - _LEVEL_BITS), 2**level]
-_SCAN_ALL = 48  # records of a kind few enough that a query visits them all instead of looking in the index
+_SCAN_ALL = 12  # records of a kind few enough that a query visits them all instead of looking in the index
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class _LoopRange:
     trips: int | None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Footprint:
     """The bytes one access touches, per partition (interned: equal footprints are one object).
 
@@ -547,14 +547,33 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
     latest: dict[QueueKey, tuple[int, int]] = {}  # queue -> (record sequence number, instruction id)
     unsure: set[int] = set()  # conflicting instructions that may not have been issued (`Records`' guard)
 
-    def wait_for(records: Records, footprint: Footprint) -> None:
+    def wait_for(records: Records, footprint: Footprint, covers: bool) -> None:
         entries = records.entries
+        found = records.overlapping(footprint)
+        if covers:
+            # Records whose every instance lies inside this write's bytes conflict with it, so it is ordered after
+            # them: whoever conflicts with them later conflicts with this write too, and waiting on it is enough.
+            # (Removed once every query of the instruction is answered.)
+            low, high, p_low, p_high = footprint.low, footprint.high, footprint.p_low, footprint.p_high
+            covered.append(
+                (
+                    records,
+                    [
+                        key
+                        for key in found
+                        if low <= key[1].full_low
+                        and key[1].full_high <= high
+                        and p_low <= key[1].p_low
+                        and key[1].p_high <= p_high
+                    ],
+                )
+            )
         # records whose partitions or hulls miss the footprint's cannot conflict (`_State.conflict`'s first
         # tests, here before the sort: most candidates of a large group fail them)
         p_low, p_high, low, high = footprint.p_low, footprint.p_high, footprint.full_low, footprint.full_high
         candidates = [
             key
-            for key in records.overlapping(footprint)
+            for key in found
             if key[0] != queue
             and key[1].p_low < p_high
             and p_low < key[1].p_high
@@ -577,30 +596,20 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
                 else:  # waited on, but the queue's older conflicting instances are still looked for
                     unsure.add(instruction_id)
 
+    covered: list[tuple[Records, list[RecordKey]]] = []
     for footprint in reads:  # read after write
-        wait_for(state.group(footprint).writes, footprint)
+        wait_for(state.group(footprint).writes, footprint, False)
     for footprint in writes:  # write after write, write after read
         group = state.group(footprint)
-        wait_for(group.writes, footprint)
-        wait_for(group.reads, footprint)
+        covers = footprint.exact and not state.guards  # (a write that may not be issued covers nothing)
+        wait_for(group.writes, footprint, covers)
+        wait_for(group.reads, footprint, covers)
     waits.setdefault(op, set()).update(instruction_id for _, instruction_id in latest.values())
     waits[op].update(unsure)
-    for footprint in writes:
-        if not footprint.exact or state.guards:
-            continue  # (a write that may not be issued covers nothing)
-        # Records whose every instance lies inside this write's bytes conflict with it, so it is ordered after
-        # them: whoever conflicts with them later conflicts with this write too, and waiting on it is enough.
-        group = state.group(footprint)
-        for records in (group.reads, group.writes):
-            covered = [
-                key
-                for key in records.overlapping(footprint)
-                if footprint.low <= key[1].full_low
-                and key[1].full_high <= footprint.high
-                and footprint.p_low <= key[1].p_low
-                and key[1].p_high <= footprint.p_high
-            ]
-            for key in covered:
+    for records, keys in covered:
+        entries = records.entries
+        for key in keys:
+            if key in entries:  # (another write of the instruction may cover it too)
                 records.remove(key)
     for footprints, writing in ((reads, False), (writes, True)):
         for footprint in footprints:
