@@ -554,17 +554,17 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
             # Records whose every instance lies inside this write's bytes conflict with it, so it is ordered after
             # them: whoever conflicts with them later conflicts with this write too, and waiting on it is enough.
             # (Removed once every query of the instruction is answered.)
-            low, high, p_low, p_high = footprint.low, footprint.high, footprint.p_low, footprint.p_high
+            start, end, first, last = footprint.low, footprint.high, footprint.p_low, footprint.p_high
             covered.append(
                 (
                     records,
                     [
                         key
                         for key in found
-                        if low <= key[1].full_low
-                        and key[1].full_high <= high
-                        and p_low <= key[1].p_low
-                        and key[1].p_high <= p_high
+                        if start <= key[1].full_low
+                        and key[1].full_high <= end
+                        and first <= key[1].p_low
+                        and key[1].p_high <= last
                     ],
                 )
             )
