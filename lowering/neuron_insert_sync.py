@@ -40,6 +40,7 @@ on) keeps only its latest instance; a write that exactly covers older records re
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -68,7 +69,8 @@ FootprintKey = tuple[
 
 _INT32 = 2**31  # scalar registers hold two's-complement 32-bit values (runtime/isa.py wrap32)
 _SEARCH_BUDGET = 256  # candidate values the overlap search may try before it answers "conflict"
-_SCAN_ALL = 48  # records of a kind few enough that a query visits them all instead of looking in the index
+_LEVEL_BITS = 3  # hull lengths of a level of `Records`' index: (2**(level - _LEVEL_BITS), 2**level]
+_SCAN_ALL = 12  # records of a kind few enough that a query visits them all instead of looking in the index
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class _LoopRange:
     trips: int | None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Footprint:
     """The bytes one access touches, per partition (interned: equal footprints are one object).
 
@@ -105,7 +107,7 @@ class Footprint:
     full_high: float
     exact: bool  # the footprint is exactly the bytes [low, high) (no inductions, dense, offset known)
     depth: int  # 1 + nesting depth of the deepest loop among `terms`; 0 without terms
-    bucket: tuple[int, int] | None  # (level, bucket) of the hull in `Records`' index; None when it is unbounded
+    bucket: tuple[int, int] | None  # (level, full_low) of the hull in `Records`' index; None when it is unbounded
 
 
 # Records of accesses, grouped by what can conflict: the memory and (for HBM arguments) the buffer. Within a group,
@@ -124,18 +126,21 @@ class Records:
 
     `entries` maps each record to its (sequence number, instruction id). The index lets a query visit only the
     records whose hull `[full_low, full_high)` may overlap the query's, instead of every record of the group: a
-    record whose hull is at most 2**level bytes long sits at that level in the bucket `full_low >> level`, so the
-    records overlapping `[low, high)` at a level are in the buckets from `(low - 2**level + 1) >> level` to
-    `(high - 1) >> level`. Records with an unbounded hull (a loop without constant bounds) are always visited.
-    `nested` holds the records made inside an open loop (their analysis passes not empty), in the order of
-    `entries`: closing a loop visits those alone, not every record of the function.
+    record whose hull is more than 2**(level - _LEVEL_BITS) and at most 2**level bytes long sits at that level, in
+    a list sorted by `full_low` (`lows`, with `keys` beside it), so a query costs a few bisections per level. The
+    records overlapping `[low, high)` at a level start below `high` and above `low - 2**level`; those starting
+    above `low - 2**(level - _LEVEL_BITS)` surely reach `low`, so only the ones in between are tested against the
+    query's hull (wider levels mean fewer to bisect and more of those to test). Records with an unbounded hull
+    (a loop without constant bounds) are always visited. `nested` holds the records made inside an open loop
+    (their analysis passes not empty), in the order of `entries`: closing a loop visits those alone, not every
+    record of the function.
     """
 
     __slots__ = ("entries", "levels", "nested", "unbounded")
 
     def __init__(self) -> None:
         self.entries: dict[RecordKey, tuple[int, int]] = {}
-        self.levels: dict[int, dict[int, set[RecordKey]]] = {}
+        self.levels: dict[int, tuple[list[int], list[RecordKey]]] = {}
         self.nested: dict[RecordKey, None] = {}
         self.unbounded: set[RecordKey] = set()
 
@@ -147,8 +152,11 @@ class Records:
             if bucket is None:
                 self.unbounded.add(key)
             else:
-                level, number = bucket
-                self.levels.setdefault(level, {}).setdefault(number, set()).add(key)
+                level, low = bucket
+                lows, keys = self.levels.get(level) or self.levels.setdefault(level, ([], []))
+                at = bisect_right(lows, low)
+                lows.insert(at, low)
+                keys.insert(at, key)
         self.entries[key] = entry
 
     def remove(self, key: RecordKey) -> None:
@@ -159,12 +167,11 @@ class Records:
         if bucket is None:
             self.unbounded.discard(key)
             return
-        level, number = bucket
-        buckets = self.levels[level]
-        keys = buckets[number]
-        keys.discard(key)
-        if not keys:
-            del buckets[number]
+        level, low = bucket
+        lows, keys = self.levels[level]
+        at = keys.index(key, bisect_left(lows, low), bisect_right(lows, low))
+        del lows[at]
+        del keys[at]
 
     def overlapping(self, footprint: Footprint) -> list[RecordKey]:
         """The records whose hulls may overlap `footprint`'s (a superset of those that do), in no order."""
@@ -172,17 +179,15 @@ class Records:
             return list(self.entries)
         low, high = int(footprint.full_low), int(footprint.full_high)
         found = list(self.unbounded)
-        for level, buckets in self.levels.items():
-            first, last = (low - (1 << level) + 1) >> level, (high - 1) >> level
-            if last - first >= len(buckets):  # fewer buckets in use than in the range: look at each
-                for number, keys in buckets.items():
-                    if first <= number <= last:
-                        found.extend(keys)
-            else:
-                for number in range(first, last + 1):
-                    in_bucket = buckets.get(number)
-                    if in_bucket:
-                        found.extend(in_bucket)
+        for level, (lows, keys) in self.levels.items():
+            last = bisect_left(lows, high)
+            if not last:
+                continue
+            first = bisect_right(lows, low - (1 << level), 0, last)
+            sure = bisect_right(lows, low - (1 << level >> _LEVEL_BITS), first, last)
+            if first < sure:  # may end at or before `low`
+                found += [key for key in keys[first:sure] if key[1].full_high > low]
+            found += keys[sure:last]
         return found
 
 
@@ -207,6 +212,9 @@ class _State:
     sizes: dict[SSAValue, tuple[int, int]] = field(default_factory=dict)  # each size argument's range
     guards: list[scf.ForOp] = field(default_factory=list)  # the open loops that may run no trip, outermost first
     guard_entry: dict[scf.ForOp, int] = field(default_factory=dict)  # the sequence number where each was entered
+    # `conflict`'s first analysis pass where a record's passes differ from the open loops' current ones (`passes`):
+    # valid while those stay the same, so emptied whenever a loop is entered, left or analysed again
+    earlier: dict[tuple[int, ...], int] = field(default_factory=dict)
 
     def group(self, footprint: Footprint) -> _Group:
         key = (footprint.memory, footprint.buffer)
@@ -373,8 +381,8 @@ class _State:
         bucket = None
         if extra_low != float("-inf") and extra_high != float("inf"):
             full_low = base + int(extra_low)
-            level = (high + int(extra_high) - full_low - 1).bit_length()
-            bucket = level, full_low >> level
+            level = -(-(high + int(extra_high) - full_low - 1).bit_length() // _LEVEL_BITS) * _LEVEL_BITS
+            bucket = level, full_low
         return Footprint(
             memory=memory,
             buffer=owner,
@@ -406,7 +414,10 @@ class _State:
         # The loops the two share are the first len(passes) open ones; they are in the same iteration up to the
         # first pass that differs, where `old` is in an earlier iteration (the rest are not shared).
         shared = len(passes)
-        earlier = next((d for d in range(shared) if passes[d] != self.passes[d]), shared)
+        earlier = self.earlier.get(passes)
+        if earlier is None:
+            earlier = next((d for d in range(shared) if passes[d] != self.passes[d]), shared)
+            self.earlier[passes] = earlier
         key = (old, new, shared, earlier)
         found = self.conflicts.get(key)
         if found is None:
@@ -524,10 +535,6 @@ def _solvable(terms: list[tuple[int, int, int]], low: int, high: int) -> bool:
     return search(0, low, high)
 
 
-def _sequence_of(candidate: tuple[tuple[int, int], RecordKey]) -> int:
-    return candidate[0][0]
-
-
 def _queue_of(op: InstructionOp) -> QueueKey:
     engine = op.engine_kind
     return (engine.value, op.queue.value.data if engine is Engine.DMA and op.queue is not None else 0)
@@ -540,57 +547,69 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
     latest: dict[QueueKey, tuple[int, int]] = {}  # queue -> (record sequence number, instruction id)
     unsure: set[int] = set()  # conflicting instructions that may not have been issued (`Records`' guard)
 
-    def wait_for(records: Records, footprint: Footprint) -> None:
+    def wait_for(records: Records, footprint: Footprint, covers: bool) -> None:
         entries = records.entries
+        found = records.overlapping(footprint)
+        if covers:
+            # Records whose every instance lies inside this write's bytes conflict with it, so it is ordered after
+            # them: whoever conflicts with them later conflicts with this write too, and waiting on it is enough.
+            # (Removed once every query of the instruction is answered.)
+            start, end, first, last = footprint.low, footprint.high, footprint.p_low, footprint.p_high
+            covered.append(
+                (
+                    records,
+                    [
+                        key
+                        for key in found
+                        if start <= key[1].full_low
+                        and key[1].full_high <= end
+                        and first <= key[1].p_low
+                        and key[1].p_high <= last
+                    ],
+                )
+            )
         # records whose partitions or hulls miss the footprint's cannot conflict (`_State.conflict`'s first
         # tests, here before the sort: most candidates of a large group fail them)
         p_low, p_high, low, high = footprint.p_low, footprint.p_high, footprint.full_low, footprint.full_high
         candidates = [
-            (entries[key], key)
-            for key in records.overlapping(footprint)
+            key
+            for key in found
             if key[0] != queue
             and key[1].p_low < p_high
             and p_low < key[1].p_high
             and key[1].full_low < high
             and low < key[1].full_high
         ]
-        # newest first: once a queue has a conflicting record, its older ones need no test
-        candidates.sort(key=_sequence_of, reverse=True)
+        # newest first: once a queue has a conflicting record, its older ones need no test (the entries'
+        # sequence numbers are distinct, so the order is the sequence numbers')
+        candidates.sort(key=entries.__getitem__, reverse=True)
         exact = footprint.exact
-        for (sequence, instruction_id), (record_queue, record_footprint, passes, guard) in candidates:
+        for key in candidates:
+            record_queue, record_footprint, passes, guard = key
+            sequence, instruction_id = entries[key]
             known = latest.get(record_queue)
             if known is not None and known[0] >= sequence:
                 continue  # a later instruction of that queue is waited on already
             if (exact and record_footprint.exact) or state.conflict(record_footprint, passes, footprint):
-                if state.issued(guard, sequence):
+                if not guard or state.issued(guard, sequence):
                     latest[record_queue] = (sequence, instruction_id)
                 else:  # waited on, but the queue's older conflicting instances are still looked for
                     unsure.add(instruction_id)
 
+    covered: list[tuple[Records, list[RecordKey]]] = []
     for footprint in reads:  # read after write
-        wait_for(state.group(footprint).writes, footprint)
+        wait_for(state.group(footprint).writes, footprint, False)
     for footprint in writes:  # write after write, write after read
         group = state.group(footprint)
-        wait_for(group.writes, footprint)
-        wait_for(group.reads, footprint)
+        covers = footprint.exact and not state.guards  # (a write that may not be issued covers nothing)
+        wait_for(group.writes, footprint, covers)
+        wait_for(group.reads, footprint, covers)
     waits.setdefault(op, set()).update(instruction_id for _, instruction_id in latest.values())
     waits[op].update(unsure)
-    for footprint in writes:
-        if not footprint.exact or state.guards:
-            continue  # (a write that may not be issued covers nothing)
-        # Records whose every instance lies inside this write's bytes conflict with it, so it is ordered after
-        # them: whoever conflicts with them later conflicts with this write too, and waiting on it is enough.
-        group = state.group(footprint)
-        for records in (group.reads, group.writes):
-            covered = [
-                key
-                for key in records.overlapping(footprint)
-                if footprint.low <= key[1].full_low
-                and key[1].full_high <= footprint.high
-                and footprint.p_low <= key[1].p_low
-                and key[1].p_high <= footprint.p_high
-            ]
-            for key in covered:
+    for records, keys in covered:
+        entries = records.entries
+        for key in keys:
+            if key in entries:  # (another write of the instruction may cover it too)
                 records.remove(key)
     for footprints, writing in ((reads, False), (writes, True)):
         for footprint in footprints:
@@ -618,6 +637,7 @@ def _visit_loop(loop: scf.ForOp, state: _State, waits: dict[InstructionOp, set[i
     state.depth_of[loop] = depth
     state.loops.append(loop)
     state.passes.append(0)
+    state.earlier.clear()
     guarded = state.may_skip(loop)
     if guarded:
         state.guards.append(loop)
@@ -628,9 +648,11 @@ def _visit_loop(loop: scf.ForOp, state: _State, waits: dict[InstructionOp, set[i
         # The second pass is a later iteration: it sees the first pass's accesses as an earlier iteration's
         # (loop-carried dependences). A loop of at most one iteration has none.
         state.passes[-1] = 1
+        state.earlier.clear()
         _visit(loop.body.block, state, waits)
     state.loops.pop()
     state.passes.pop()
+    state.earlier.clear()
     if guarded:  # from here its accesses may or may not have been issued
         state.guards.pop()
         del state.guard_entry[loop]
