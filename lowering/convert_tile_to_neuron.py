@@ -327,6 +327,18 @@ def _load(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(em, instruction, Engine.DMA, {"dst": full_access(buffer), "src": source})
 
 
+def _load_transpose(conv: _FunctionConversion, op: Operation) -> None:
+    """A DMA transpose whose source pattern walks the row dims, then the column dims (innermost: the rows of C
+    elements the partitions receive)."""
+    assert isinstance(op, tile.LoadTransposeOp)
+    em = conv.emitter(op)
+    walked = [*op.rows(), *op.columns()]
+    dims, sizes = [d for d, _ in walked], [n for _, n in walked]
+    source = conv.hbm_access(em, op.source, op.indices, dims, sizes)
+    buffer = conv.result_buffer(em, op)
+    conv.emit(em, neuron.DmaTransposeOp, Engine.DMA, {"dst": full_access(buffer), "src": source})
+
+
 def _transposed_source(conv: _FunctionConversion, load: tile.LoadOp, source: Access) -> Access | None:
     """The source of a DMA transpose for `load`, when the target has one and the load is a 2-D tile whose
     partitions walk the tensor's contiguous dimension (a transposed tile) in a 2-byte dtype it does not convert:
@@ -920,6 +932,7 @@ def _in_kernel(location: LocationAttr, tag: StringAttr) -> LocationAttr:
 _HANDLERS = {
     tile.ViewOp: _view,
     tile.LoadOp: _load,
+    tile.LoadTransposeOp: _load_transpose,
     tile.StoreOp: _store,
     tile.MatmulOp: _matmul,
     tile.TransposeOp: _transpose,
