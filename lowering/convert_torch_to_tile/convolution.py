@@ -2673,9 +2673,13 @@ def _patch_chunks(channels: int, kernel_rows: int, kernel_columns: int, k_tile: 
 
 
 def _tile_partitions(value: SSAValue) -> int:
+    return _tile_of(value).partitions
+
+
+def _tile_of(value: SSAValue) -> TileType:
     value_type = value.type
     assert isinstance(value_type, TileType)
-    return value_type.partitions
+    return value_type
 
 
 def _patches_view(em: LoopNestBuilder, x: SSAValue, kernel: Sequence[int]) -> SSAValue:
@@ -2793,8 +2797,13 @@ def patch_weight_gradient_fits(em: LoopNestBuilder, x: SSAValue, w: SSAValue, gr
 
 
 def emit_patch_weight_gradient(
-    em: LoopNestBuilder, x: SSAValue, w: SSAValue, grad_out: SSAValue, out_element_type: Attribute
-) -> SSAValue:
+    em: LoopNestBuilder,
+    x: SSAValue,
+    w: SSAValue,
+    grad_out: SSAValue,
+    out_element_type: Attribute,
+    bias_element_type: Attribute | None = None,
+) -> tuple[SSAValue, SSAValue | None]:
     """gw[co, c, kh, kw] = sum over n, oh, ow of go[n, co, oh, ow] * x[n, c, oh*KH + kh, ow*KW + kw] for a kernel
     equal to its stride (`takes_patches`, `patch_weight_gradient_fits`): one matmul contracting over positions.
 
@@ -2803,6 +2812,9 @@ def emit_patch_weight_gradient(
     kw)], the filter's own column order; grad_output's rows come transposed, [positions, co], by a DMA transpose.
     Both stay on chip, and each output-channel tile is then one PSUM accumulation over all position tiles per
     chunk of columns (a bank each), stored as whole rows of the weight.
+
+    With `bias_element_type`, the bias gradient too (returned second): grad_output's transposed tiles against a
+    column of ones, one more product per tile, where a reduction loaded grad_output again and summed it last.
     """
     k_tile, m_tile, n_tile = matmul_limits(em)
     batch, channels = layout_of(x).shape[:2]
@@ -2846,8 +2858,39 @@ def emit_patch_weight_gradient(
     pieces = -(-columns // n_tile)
     piece = -(-columns // pieces)
     column_chunks = [(k0, min(piece, columns - k0)) for k0 in range(0, columns, piece)]
-    for co0 in range(0, cout, m_tile):
-        co_size = min(m_tile, cout - co0)
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    gb: SSAValue | None = None
+    if bias_element_type is not None:
+        gb = alloc(em, (cout,), bias_element_type)
+        ones = em.insert(tile.FillOp(1.0, TileType((k_tile, 1), x_type, Memory.SBUF))).result
+        sums_type = TileType((m_tile, len(co_tiles)), f32, Memory.SBUF)
+        sums: SSAValue = em.insert(tile.EmptyOp(sums_type)).result
+    for t, (co0, co_size) in enumerate(co_tiles if gb is not None else []):
+        if gb is not None:
+            total: SSAValue | None = None
+            for _, grads, positions in panels:
+                stationary_type = TileType((positions, co_size), x_type, Memory.SBUF)
+                stationary = em.insert(tile.ExtractOp(grads, [em.index(co0)], stationary_type)).result
+                column = em.insert(tile.ExtractOp(ones, [em.index(0)], TileType((positions, 1), x_type, Memory.SBUF)))
+                result_type = TileType((co_size, 1), f32, Memory.PSUM)
+                total = em.insert(tile.MatmulOp(stationary, column.result, result_type, total)).result
+            assert total is not None
+            sums = em.insert(tile.InsertOp(total, sums, [em.index(t)])).result
+    if gb is not None:
+        # the bias gradient first, its store under the weight gradient's products: the sums [p, t] of output
+        # channels t * m_tile + p, transposed into rows (one run per tile; a column per tile stored 2-byte runs)
+        tiles, layout = len(co_tiles), layout_of(gb)
+        if cout % m_tile == 0:
+            rows_type = TileType((tiles, m_tile), bias_element_type, Memory.SBUF)
+            gb_rows = to_sbuf(em, em.insert(tile.TransposeOp(sums)).result, bias_element_type)
+            assert _tile_of(gb_rows) == rows_type
+            _store(em, gb_rows, view(em, gb, Layout((tiles, m_tile), (m_tile, 1), layout.offset)), [0, 0], (0, 1))
+        else:
+            column_view = view(em, gb, layout.unsqueeze(1))
+            for t, (co0, co_size) in enumerate(co_tiles):
+                part = em.insert(tile.ExtractOp(sums, [em.index(t)], TileType((co_size, 1), f32, Memory.SBUF)))
+                _store(em, part.result, column_view, [co0, 0], (0, 1))
+    for co0, co_size in co_tiles:
         row: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, columns), out_element_type, Memory.SBUF))).result
         for k0, ks in column_chunks:
             acc: SSAValue | None = None
@@ -2861,7 +2904,7 @@ def emit_patch_weight_gradient(
             assert acc is not None
             row = em.insert(tile.InsertOp(acc, row, [em.index(k0)])).result
         _store(em, row, gw_rows, [co0, 0], (0, 1))
-    return gw
+    return gw, gb
 
 
 # Input-channel tiles up to which the phase-split input gradient emits each tile's instructions separately (its
@@ -3133,10 +3176,6 @@ def _direct_weight_gradient(
     kernel = layout_of(w).shape[2:]
     k_tile, _, n_tile = matmul_limits(em)
     itemsize = _itemsize(element_type_of(x))
-    if takes_patches(em, x, w, stride, padding, dilation, groups):
-        grads = contiguous_if_transposed(em, grad_out)
-        if patch_weight_gradient_fits(em, x, w, grads):
-            return emit_patch_weight_gradient(em, x, w, grads, out_element_type)
     if contracts_output_rows(
         layout_of(x).shape, layout_of(w).shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize
     ):
@@ -3325,6 +3364,14 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
             return emit_reduce(em, grad_out, dims, False, "add", result_element_type(op, 2))
         return _unused(em, op, 2)
 
+    if direct and mask[1] and takes_patches(em, x, w, stride, padding, dilation, groups):
+        grads = contiguous_if_transposed(em, grad_out)
+        if patch_weight_gradient_fits(em, x, w, grads):
+            # the weight and bias gradients from one set of transposed tiles, then the input gradient
+            bias_type = result_element_type(op, 2) if mask[2] else None
+            grad_weight, grad_bias = emit_patch_weight_gradient(em, x, w, grads, result_element_type(op, 1), bias_type)
+            grad_out = grads
+            return [input_gradient(), grad_weight, grad_bias if mask[2] else _unused(em, op, 2)]
     if not direct or input_first:
         grad_input = input_gradient()
         grad_weight = weight_gradient()
