@@ -9,7 +9,8 @@ Output guarantee: no tile op, tile type or loop-carried value remains. Every til
 that leaves the function becomes a `neuron.view`). Each tile op becomes one instruction on the engine the
 hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues (a 2-D load whose
 partitions walk the tensor's contiguous dimension, of 2-byte elements it does not convert, is a `dma_transpose`
-on targets whose DMAs transpose, where a copy would move one element per descriptor), matmuls are
+on targets whose DMAs transpose, where a copy would move one element per descriptor; a `tile.load_transpose`
+always is, its source walking the row dims, then the column dims the partitions receive), matmuls are
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
 ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
 arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE; collectives run on the collective

@@ -51,6 +51,15 @@ columns (`emit_row_weight_gradient`), and the forward transposes each row's patc
 (channel, kernel row, kernel column) rows, one matmul per chunk (`emit_row_convolution`), where the kernel-row
 packing contracts over 21 (channel, kernel row) rows per kernel column.
 
+A 2-d convolution whose kernel equals its stride (a patch embedding: ViT's 16 x 16 / 16) in a 2-byte type, on a
+target whose DMAs transpose, is one matmul over its patches instead (`emit_patch_convolution`,
+`emit_patch_weight_gradient`): each position tile's patches come by DMA transposes straight onto the partitions,
+[(channel, kernel row, kernel column), positions] (`tile.load_transpose`), the filter's rows likewise, so the
+forward needs no TensorE transpose; the weight gradient transposes each patch chunk once into [positions,
+columns] and contracts it against grad_output's rows (a DMA transpose), the bias gradient against a column of
+ones. Kernel rows shorter than a DMA transpose's block (ConvNeXt's 4 x 4 stem, its 2 x 2 downsampling) keep the
+paths above: such a transpose would read its source a few bytes at a time.
+
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
 path would contract over K = 1 with a 1 x 1 stationary per matmul. Instead 128 channels share the partitions: the
@@ -2792,6 +2801,8 @@ def patch_weight_gradient_fits(em: LoopNestBuilder, x: SSAValue, w: SSAValue, gr
     out_rows, out_columns = layout_of(grad_out).shape[2:]
     if element_type_of(grad_out) != element_type_of(x) or out_columns > k_tile:
         return False
+    if layout_of(grad_out).reshape((batch, cout, out_rows * out_columns)) is None:
+        return False  # grad_output's rows are read as one run per output channel
     tiles = batch * len(_patch_position_tiles(out_rows, out_columns, k_tile))
     return tiles * (channels * kernel_rows * kernel_columns + cout) * 2 <= PATCH_PANEL_BYTES
 
