@@ -2887,7 +2887,7 @@ def emit_patch_weight_gradient(
                 total = em.insert(tile.MatmulOp(stationary, column.result, result_type, total)).result
             assert total is not None
             sums = em.insert(tile.InsertOp(total, sums, [em.index(t)])).result
-    if gb is not None:
+    if gb is not None and bias_element_type is not None:
         # the bias gradient first, its store under the weight gradient's products: the sums [p, t] of output
         # channels t * m_tile + p, transposed into rows (one run per tile; a column per tile stored 2-byte runs)
         tiles, layout = len(co_tiles), layout_of(gb)
@@ -3380,9 +3380,11 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
         if patch_weight_gradient_fits(em, x, w, grads):
             # the weight and bias gradients from one set of transposed tiles, then the input gradient
             bias_type = result_element_type(op, 2) if mask[2] else None
-            grad_weight, grad_bias = emit_patch_weight_gradient(em, x, w, grads, result_element_type(op, 1), bias_type)
+            patch_weight, patch_bias = emit_patch_weight_gradient(
+                em, x, w, grads, result_element_type(op, 1), bias_type
+            )
             grad_out = grads
-            return [input_gradient(), grad_weight, grad_bias if mask[2] else _unused(em, op, 2)]
+            return [input_gradient(), patch_weight, patch_bias if mask[2] else _unused(em, op, 2)]
     if not direct or input_first:
         grad_input = input_gradient()
         grad_weight = weight_gradient()
