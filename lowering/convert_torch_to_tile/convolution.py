@@ -2732,6 +2732,11 @@ def emit_patch_convolution(
     w_rows = view(em, w, w_rows_layout)
     co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
     per_patch = kernel_rows * kernel_columns
+    positions = out_rows * out_columns
+    images = min(batch, n_tile // positions)
+    if images and len(co_tiles) < emitter_target(em).psum_banks:
+        _patch_products_by_chunk(em, patches, w_rows, bias, output, chunks, co_tiles, images, per_patch)
+        return out
     # the stationaries: per chunk, the filter's [(c, kh, kw), co] rows in one DMA transpose, each output-channel
     # tile a window of it
     chunk_rows = []
@@ -2778,6 +2783,97 @@ def emit_patch_convolution(
         ),
     )
     return out
+
+
+def _patch_products_by_chunk(
+    em: LoopNestBuilder,
+    patches: SSAValue,
+    w_rows: SSAValue,
+    bias: SSAValue | None,
+    output: _ConvolutionOutput,
+    chunks: Sequence[tuple[int, int, int, int]],
+    co_tiles: Sequence[tuple[int, int]],
+    images: int,
+    per_patch: int,
+) -> None:
+    """`emit_patch_convolution` over blocks of `images` whole images, one PSUM accumulator per output-channel tile
+    (each a bank): the contraction's chunks outermost, each chunk's filter rows and patches loaded in program
+    order just before its products. DMA bandwidth goes to transfers in program order, so the first chunk's
+    products start once its own 0.3 MB are in (ViT's patch embedding: 2.8 us) instead of after every chunk of the
+    filter and the patches (6.8 us), and each later chunk's products overlap the next chunk's loads. Each block's
+    output-channel tile is stored once, all its images together."""
+    batch, _, out_rows, _, out_columns, kernel_columns = layout_of(patches).shape
+    positions = out_rows * out_columns
+    x_type = element_type_of(patches)
+    out_type = element_type_of(output.out)
+    cout = layout_of(w_rows).shape[0]
+    # a bias of the operands' type starts each accumulator (a ones row against it, while TensorE waits for the
+    # first chunk), so that the copies out of PSUM are plain inserts of each image's window; another type is
+    # added per partition as PSUM is evacuated
+    bias_row: SSAValue | None = None
+    bias_tiles: list[SSAValue | None] = [None for _ in co_tiles]
+    if bias is not None and element_type_of(bias) == x_type:
+        bias_row = load(em, view(em, bias, layout_of(bias).unsqueeze(0)), [0, 0], (1, cout))
+        ones = em.insert(tile.FillOp(1.0, TileType((1, images * positions), x_type, Memory.SBUF))).result
+    elif bias is not None:
+        bias_tiles = [output.bias_tile(em, co0, co_size) for co0, co_size in co_tiles]
+    stationaries: list[SSAValue] = []
+
+    def block(e: LoopNestBuilder, n0: Index, count: int) -> None:
+        first = not stationaries
+        accs: list[SSAValue | None] = [None] * len(co_tiles)
+        if bias_row is not None:
+            ones_type = TileType((1, count * positions), x_type, Memory.SBUF)
+            ones_window = e.insert(tile.ExtractOp(ones, [e.index(0)], ones_type)).result
+            for t, (co0, co_size) in enumerate(co_tiles):
+                row = e.insert(tile.ExtractOp(bias_row, [e.index(co0)], TileType((1, co_size), x_type, Memory.SBUF)))
+                result_type = TileType((co_size, count * positions), f32, Memory.PSUM)
+                accs[t] = e.insert(tile.MatmulOp(row.result, ones_window, result_type)).result
+        for q, (c0, cs, kh0, khs) in enumerate(chunks):
+            if first:
+                at = [0, c0 * per_patch + kh0 * kernel_columns]
+                stationaries.append(
+                    load(e, w_rows, at, (cs * khs * kernel_columns, layout_of(w_rows).shape[0]), dims=(1, 0))
+                )
+            walked = [(1, cs)] if cs > 1 else []
+            chunk = e.insert(
+                tile.LoadTransposeOp(
+                    patches,
+                    [e.index(i) for i in (n0, c0, 0, kh0, 0, 0)],
+                    [(0, count), (2, out_rows), (4, out_columns)],
+                    [*walked, (3, khs), (5, kernel_columns)],
+                    x_type,
+                )
+            ).result
+            rows = stationaries[q]
+            for t, (co0, co_size) in enumerate(co_tiles):
+                window_type = TileType((_tile_partitions(rows), co_size), x_type, Memory.SBUF)
+                stationary = e.insert(tile.ExtractOp(rows, [e.index(co0)], window_type)).result
+                result_type = TileType((co_size, count * positions), f32, Memory.PSUM)
+                accs[t] = e.insert(tile.MatmulOp(stationary, chunk, result_type, accs[t])).result
+        for (co0, co_size), acc, column in zip(co_tiles, accs, bias_tiles, strict=True):
+            assert acc is not None
+            flat_type = TileType((co_size, count * positions), out_type, Memory.SBUF)
+            # inserts read PSUM windows in place: without a column, each image's window goes straight to its place
+            flat = acc if column is None else e.insert(tile.BinaryScalarOp(acc, "add", flat_type, column=column)).result
+            result: SSAValue = e.insert(
+                tile.EmptyOp(TileType((co_size, count, positions), out_type, Memory.SBUF))
+            ).result
+            for j in range(count):
+                image = e.insert(
+                    tile.ExtractOp(
+                        flat,
+                        [e.index(j * positions)],
+                        TileType((co_size, positions), _tile_of(flat).element_type, _tile_of(flat).memory),
+                    )
+                )
+                result = e.insert(tile.InsertOp(image.result, result, [e.index(j), e.index(0)])).result
+            _store(e, result, output.rows, [n0, co0, 0], (1, 0, 2))
+
+    # the first block loads the filter's chunks between its own loads; the others find them on chip
+    block(em, 0, images)
+    if batch > images:
+        em.for_tiles(batch - images, images, lambda e, offset, count: block(e, e.add(offset, images), count))
 
 
 # Bytes per partition of the patches and grad_output tiles, positions on the partitions, that
@@ -2844,6 +2940,34 @@ def emit_patch_weight_gradient(
     assert gw_layout is not None, "a fresh tensor is contiguous"
     gw_rows = view(em, gw, gw_layout)
 
+    pieces = -(-columns // n_tile)
+    piece = -(-columns // pieces)
+    column_chunks = [(k0, min(piece, columns - k0)) for k0 in range(0, columns, piece)]
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    # output-channel tiles whose accumulators (a PSUM bank per chunk of columns) run alongside the position tiles'
+    # loads, two banks left for the transposes: TensorE multiplies each tile as it arrives instead of idling until
+    # the last one (ViT's patch embedding: 3 of 6)
+    alongside = max(1, (emitter_target(em).psum_banks - 2) // len(column_chunks))
+    accs: dict[tuple[int, int], SSAValue | None] = {}
+
+    def products(t: int, panel: SSAValue, grads: SSAValue, positions: int) -> None:
+        co0, co_size = co_tiles[t]
+        stationary_type = TileType((positions, co_size), x_type, Memory.SBUF)
+        stationary = em.insert(tile.ExtractOp(grads, [em.index(co0)], stationary_type)).result
+        for j, (k0, ks) in enumerate(column_chunks):
+            moving = em.insert(tile.ExtractOp(panel, [em.index(k0)], TileType((positions, ks), x_type, Memory.SBUF)))
+            result_type = TileType((co_size, ks), f32, Memory.PSUM)
+            accs[t, j] = em.insert(tile.MatmulOp(stationary, moving.result, result_type, accs.get((t, j)))).result
+
+    def store_rows(t: int) -> None:
+        co0, co_size = co_tiles[t]
+        row: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, columns), out_element_type, Memory.SBUF))).result
+        for j, (k0, _) in enumerate(column_chunks):
+            acc = accs[t, j]
+            assert acc is not None
+            row = em.insert(tile.InsertOp(acc, row, [em.index(k0)])).result
+        _store(em, row, gw_rows, [co0, 0], (0, 1))
+
     panels: list[tuple[SSAValue, SSAValue, int]] = []  # (patches [pos, columns], grad_output [pos, co], positions)
     for n in range(batch):
         for oh0, rows in _patch_position_tiles(out_rows, out_columns, k_tile):
@@ -2865,19 +2989,18 @@ def emit_patch_weight_gradient(
                 panel = em.insert(tile.InsertOp(transposed, panel, at)).result
             grads = load(em, go_rows, [n, 0, oh0 * out_columns], (positions, cout), dims=(2, 1))
             panels.append((panel, grads, positions))
+            for t in range(min(alongside, len(co_tiles))):
+                products(t, panel, grads, positions)
+    for t in range(min(alongside, len(co_tiles))):
+        store_rows(t)
 
-    pieces = -(-columns // n_tile)
-    piece = -(-columns // pieces)
-    column_chunks = [(k0, min(piece, columns - k0)) for k0 in range(0, columns, piece)]
-    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
     gb: SSAValue | None = None
     if bias_element_type is not None:
         gb = alloc(em, (cout,), bias_element_type)
         ones = em.insert(tile.FillOp(1.0, TileType((k_tile, 1), x_type, Memory.SBUF))).result
         sums_type = TileType((m_tile, len(co_tiles)), f32, Memory.SBUF)
         sums: SSAValue = em.insert(tile.EmptyOp(sums_type)).result
-    for t, (co0, co_size) in enumerate(co_tiles if gb is not None else []):
-        if gb is not None:
+        for t, (co0, co_size) in enumerate(co_tiles):
             total: SSAValue | None = None
             for _, grads, positions in panels:
                 stationary_type = TileType((positions, co_size), x_type, Memory.SBUF)
@@ -2887,9 +3010,8 @@ def emit_patch_weight_gradient(
                 total = em.insert(tile.MatmulOp(stationary, column.result, result_type, total)).result
             assert total is not None
             sums = em.insert(tile.InsertOp(total, sums, [em.index(t)])).result
-    if gb is not None and bias_element_type is not None:
-        # the bias gradient first, its store under the weight gradient's products: the sums [p, t] of output
-        # channels t * m_tile + p, transposed into rows (one run per tile; a column per tile stored 2-byte runs)
+        # the sums [p, t] of output channels t * m_tile + p, transposed into rows (one run per tile; a column per
+        # tile stored 2-byte runs), stored under the weight gradient's last products
         tiles, layout = len(co_tiles), layout_of(gb)
         if cout % m_tile == 0:
             rows_type = TileType((tiles, m_tile), bias_element_type, Memory.SBUF)
@@ -2901,20 +3023,10 @@ def emit_patch_weight_gradient(
             for t, (co0, co_size) in enumerate(co_tiles):
                 part = em.insert(tile.ExtractOp(sums, [em.index(t)], TileType((co_size, 1), f32, Memory.SBUF)))
                 _store(em, part.result, column_view, [co0, 0], (0, 1))
-    for co0, co_size in co_tiles:
-        row: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, columns), out_element_type, Memory.SBUF))).result
-        for k0, ks in column_chunks:
-            acc: SSAValue | None = None
-            for panel, grads, positions in panels:
-                stationary_type = TileType((positions, co_size), x_type, Memory.SBUF)
-                stationary = em.insert(tile.ExtractOp(grads, [em.index(co0)], stationary_type)).result
-                moving_type = TileType((positions, ks), x_type, Memory.SBUF)
-                moving = em.insert(tile.ExtractOp(panel, [em.index(k0)], moving_type)).result
-                result_type = TileType((co_size, ks), f32, Memory.PSUM)
-                acc = em.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
-            assert acc is not None
-            row = em.insert(tile.InsertOp(acc, row, [em.index(k0)])).result
-        _store(em, row, gw_rows, [co0, 0], (0, 1))
+    for t in range(alongside, len(co_tiles)):
+        for panel, grads, positions in panels:
+            products(t, panel, grads, positions)
+        store_rows(t)
     return gw, gb
 
 
