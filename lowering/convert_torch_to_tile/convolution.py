@@ -2940,15 +2940,23 @@ def emit_patch_weight_gradient(
     assert gw_layout is not None, "a fresh tensor is contiguous"
     gw_rows = view(em, gw, gw_layout)
 
-    pieces = -(-columns // n_tile)
-    piece = -(-columns // pieces)
-    column_chunks = [(k0, min(piece, columns - k0)) for k0 in range(0, columns, piece)]
+    # with the bias gradient, the panels end in a column of ones: each product's last column is the sum of
+    # grad_output's row over the tile's positions
+    with_bias = bias_element_type is not None
+    panel_columns = columns + with_bias
+    pieces = -(-panel_columns // n_tile)
+    piece = -(-panel_columns // pieces)
+    column_chunks = [(k0, min(piece, panel_columns - k0)) for k0 in range(0, panel_columns, piece)]
     co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
     # output-channel tiles whose accumulators (a PSUM bank per chunk of columns) run alongside the position tiles'
     # loads, two banks left for the transposes: TensorE multiplies each tile as it arrives instead of idling until
     # the last one (ViT's patch embedding: 3 of 6)
     alongside = max(1, (emitter_target(em).psum_banks - 2) // len(column_chunks))
     accs: dict[tuple[int, int], SSAValue | None] = {}
+    gb: SSAValue | None = None
+    if with_bias:
+        ones = em.insert(tile.FillOp(1.0, TileType((k_tile, 1), x_type, Memory.SBUF))).result
+        sums: SSAValue = em.insert(tile.EmptyOp(TileType((m_tile, len(co_tiles)), f32, Memory.SBUF))).result
 
     def products(t: int, panel: SSAValue, grads: SSAValue, positions: int) -> None:
         co0, co_size = co_tiles[t]
@@ -2960,11 +2968,21 @@ def emit_patch_weight_gradient(
             accs[t, j] = em.insert(tile.MatmulOp(stationary, moving.result, result_type, accs.get((t, j)))).result
 
     def store_rows(t: int) -> None:
+        nonlocal sums
         co0, co_size = co_tiles[t]
         row: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, columns), out_element_type, Memory.SBUF))).result
-        for j, (k0, _) in enumerate(column_chunks):
+        for j, (k0, ks) in enumerate(column_chunks):
             acc = accs[t, j]
             assert acc is not None
+            weight_columns = min(ks, columns - k0)
+            if weight_columns < ks:  # the last chunk's last column is the bias gradient's
+                taken = em.insert(
+                    tile.ExtractOp(acc, [em.index(0)], TileType((co_size, weight_columns), f32, Memory.PSUM))
+                )
+                bias_type = TileType((co_size, 1), f32, Memory.PSUM)
+                bias_sums = em.insert(tile.ExtractOp(acc, [em.index(weight_columns)], bias_type)).result
+                sums = em.insert(tile.InsertOp(bias_sums, sums, [em.index(t)])).result
+                acc = taken.result
             row = em.insert(tile.InsertOp(acc, row, [em.index(k0)])).result
         _store(em, row, gw_rows, [co0, 0], (0, 1))
 
@@ -2972,7 +2990,11 @@ def emit_patch_weight_gradient(
     for n in range(batch):
         for oh0, rows in _patch_position_tiles(out_rows, out_columns, k_tile):
             positions = rows * out_columns
-            panel: SSAValue = em.insert(tile.EmptyOp(TileType((positions, columns), x_type, Memory.SBUF))).result
+            panel_type = TileType((positions, panel_columns), x_type, Memory.SBUF)
+            panel: SSAValue = em.insert(tile.EmptyOp(panel_type)).result
+            if with_bias:
+                column = em.insert(tile.ExtractOp(ones, [em.index(0)], TileType((positions, 1), x_type, Memory.SBUF)))
+                panel = em.insert(tile.InsertOp(column.result, panel, [em.index(columns)])).result
             for c0, cs, kh0, khs in chunks:
                 walked = [(1, cs)] if cs > 1 else []
                 chunk = em.insert(
@@ -2991,27 +3013,16 @@ def emit_patch_weight_gradient(
             panels.append((panel, grads, positions))
             for t in range(min(alongside, len(co_tiles))):
                 products(t, panel, grads, positions)
-    for t in range(min(alongside, len(co_tiles))):
+    for t in range(len(co_tiles)):
+        if t >= alongside:
+            for panel, grads, positions in panels:
+                products(t, panel, grads, positions)
         store_rows(t)
 
-    gb: SSAValue | None = None
     if bias_element_type is not None:
         gb = alloc(em, (cout,), bias_element_type)
-        ones = em.insert(tile.FillOp(1.0, TileType((k_tile, 1), x_type, Memory.SBUF))).result
-        sums_type = TileType((m_tile, len(co_tiles)), f32, Memory.SBUF)
-        sums: SSAValue = em.insert(tile.EmptyOp(sums_type)).result
-        for t, (co0, co_size) in enumerate(co_tiles):
-            total: SSAValue | None = None
-            for _, grads, positions in panels:
-                stationary_type = TileType((positions, co_size), x_type, Memory.SBUF)
-                stationary = em.insert(tile.ExtractOp(grads, [em.index(co0)], stationary_type)).result
-                column = em.insert(tile.ExtractOp(ones, [em.index(0)], TileType((positions, 1), x_type, Memory.SBUF)))
-                result_type = TileType((co_size, 1), f32, Memory.PSUM)
-                total = em.insert(tile.MatmulOp(stationary, column.result, result_type, total)).result
-            assert total is not None
-            sums = em.insert(tile.InsertOp(total, sums, [em.index(t)])).result
         # the sums [p, t] of output channels t * m_tile + p, transposed into rows (one run per tile; a column per
-        # tile stored 2-byte runs), stored under the weight gradient's last products
+        # tile stored 2-byte runs)
         tiles, layout = len(co_tiles), layout_of(gb)
         if cout % m_tile == 0:
             rows_type = TileType((tiles, m_tile), bias_element_type, Memory.SBUF)
@@ -3023,10 +3034,6 @@ def emit_patch_weight_gradient(
             for t, (co0, co_size) in enumerate(co_tiles):
                 part = em.insert(tile.ExtractOp(sums, [em.index(t)], TileType((co_size, 1), f32, Memory.SBUF)))
                 _store(em, part.result, column_view, [co0, 0], (0, 1))
-    for t in range(alongside, len(co_tiles)):
-        for panel, grads, positions in panels:
-            products(t, panel, grads, positions)
-        store_rows(t)
     return gw, gb
 
 
