@@ -2664,6 +2664,8 @@ def takes_patches(
         return False
     if kernel_columns < target.dma_transpose_block_elements or kernel_columns > k_tile:
         return False
+    if layout_of(w).reshape((cout, cin * kernel_rows * kernel_columns)) is None:
+        return False  # the filter's rows are read as one run per output channel
     chunks = len(_patch_chunks(cin, kernel_rows, kernel_columns, k_tile))
     return chunks * cout * 2 <= PATCH_STATIONARY_BYTES
 
@@ -2713,9 +2715,9 @@ def emit_patch_convolution(
     chunk, (oh, ow)] (`tile.load_transpose`: each position's patch is a row of the source read across the
     partitions), and the filter's matching chunks [(c, kh, kw), co] by DMA transposes of its rows, loaded once.
     Each output tile is then one PSUM accumulation over the chunks, with no TensorE transpose and no copy out of
-    PSUM but the one that adds the bias. The transposed-input path (`emit_row_convolution`) transposed each row
-    of the input on TensorE and each output row's patches back, and the kernel-row packing copied the rows through
-    HBM and contracted over (channel, kernel row) pairs only.
+    PSUM but the one to its store (`_patch_products_by_chunk` for whole images). The transposed-input path
+    (`emit_row_convolution`) transposed each row of the input on TensorE and each output row's patches back, and
+    the kernel-row packing copied the rows through HBM and contracted over (channel, kernel row) pairs only.
     """
     k_tile, m_tile, n_tile = matmul_limits(em)
     batch, channels = layout_of(x).shape[:2]
@@ -2920,8 +2922,9 @@ def emit_patch_weight_gradient(
     Both stay on chip, and each output-channel tile is then one PSUM accumulation over all position tiles per
     chunk of columns (a bank each), stored as whole rows of the weight.
 
-    With `bias_element_type`, the bias gradient too (returned second): grad_output's transposed tiles against a
-    column of ones, one more product per tile, where a reduction loaded grad_output again and summed it last.
+    With `bias_element_type`, the bias gradient too (returned second): the panels end in a column of ones, so
+    each product's last column sums grad_output over the tile's positions, where a reduction loaded grad_output
+    again and summed it last.
     """
     k_tile, m_tile, n_tile = matmul_limits(em)
     batch, channels = layout_of(x).shape[:2]
