@@ -9,7 +9,8 @@ Output guarantee: no tile op, tile type or loop-carried value remains. Every til
 that leaves the function becomes a `neuron.view`). Each tile op becomes one instruction on the engine the
 hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues (a 2-D load whose
 partitions walk the tensor's contiguous dimension, of 2-byte elements it does not convert, is a `dma_transpose`
-on targets whose DMAs transpose, where a copy would move one element per descriptor), matmuls are
+on targets whose DMAs transpose, where a copy would move one element per descriptor; a `tile.load_transpose`
+always is, its source walking the row dims, then the column dims the partitions receive), matmuls are
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
 ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
 arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE; collectives run on the collective
@@ -325,6 +326,18 @@ def _load(conv: _FunctionConversion, op: Operation) -> None:
         return
     buffer = conv.result_buffer(em, op)
     conv.emit(em, instruction, Engine.DMA, {"dst": full_access(buffer), "src": source})
+
+
+def _load_transpose(conv: _FunctionConversion, op: Operation) -> None:
+    """A DMA transpose whose source pattern walks the row dims, then the column dims (innermost: the rows of C
+    elements the partitions receive)."""
+    assert isinstance(op, tile.LoadTransposeOp)
+    em = conv.emitter(op)
+    walked = [*op.rows(), *op.columns()]
+    dims, sizes = [d for d, _ in walked], [n for _, n in walked]
+    source = conv.hbm_access(em, op.source, op.indices, dims, sizes)
+    buffer = conv.result_buffer(em, op)
+    conv.emit(em, neuron.DmaTransposeOp, Engine.DMA, {"dst": full_access(buffer), "src": source})
 
 
 def _transposed_source(conv: _FunctionConversion, load: tile.LoadOp, source: Access) -> Access | None:
@@ -920,6 +933,7 @@ def _in_kernel(location: LocationAttr, tag: StringAttr) -> LocationAttr:
 _HANDLERS = {
     tile.ViewOp: _view,
     tile.LoadOp: _load,
+    tile.LoadTransposeOp: _load_transpose,
     tile.StoreOp: _store,
     tile.MatmulOp: _matmul,
     tile.TransposeOp: _transpose,

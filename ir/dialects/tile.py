@@ -68,7 +68,7 @@ from neuron_mlir.ir.locations import at_source
 from neuron_mlir.ir.op_init import init_op
 from neuron_mlir.ir.types import is_integer_type, number_attr
 from neuron_mlir.ir.verification import memoized_verify, value_key
-from neuron_mlir.runtime import hardware, isa
+from neuron_mlir.runtime import dtypes, hardware, isa
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import row_major_strides
 
@@ -298,6 +298,111 @@ class LoadOp(_TileTransferOp):
         super().verify_()
         if self.tile_type().memory is not Memory.SBUF:
             raise _error(self, "tiles are loaded into SBUF")
+
+
+@irdl_op_definition
+class LoadTransposeOp(IRDLOperation):
+    """Load a tile whose partitions walk several tensor dimensions: `column_dims` (outermost first, `column_sizes`
+    long) on the partitions, `row_dims` (`row_sizes` long) on the free dimensions, from `indices` on. Element
+    [c, r...] is the tensor element at `indices` advanced by the row index r along the row dims and the flattened
+    partition index c along the column dims (row-major: the last column dim fastest).
+
+    It is a DMA transpose (targets whose DMAs transpose 2-byte elements; no conversion): each row of the source,
+    read along the column dims, lands across the partitions. The partitions of a tile.load walk one tensor
+    dimension; this one gathers, say, a patch's (kernel row, kernel column) elements, two dimensions of an image,
+    onto the partitions of a matmul operand.
+
+    ```mlir
+    %p = tile.load_transpose %x[%n, %c, %c0, %c0] {row_dims = array<i64: 2, 3>, row_sizes = array<i64: 14, 14>,
+           column_dims = array<i64: 4, 5>, column_sizes = array<i64: 8, 16>}
+         : memref<2x3x14x16x14x16xbf16, strided<[...]>, #mem<hbm>> -> !tile.tile<128x14x14xbf16, sbuf>
+    ```
+    """
+
+    name = "tile.load_transpose"
+
+    source = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    result = result_def(TileType)
+    row_dims = prop_def(DenseArrayBase)
+    row_sizes = prop_def(DenseArrayBase)
+    column_dims = prop_def(DenseArrayBase)
+    column_sizes = prop_def(DenseArrayBase)
+
+    traits = traits_def(MemoryReadEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(
+        self,
+        source: SSAValue,
+        indices: Sequence[SSAValue],
+        rows: Sequence[tuple[int, int]],
+        columns: Sequence[tuple[int, int]],
+        element_type: Attribute,
+    ):
+        """`rows` and `columns`: (tensor dim, size) pairs, outermost first."""
+        props = {
+            "row_dims": DenseArrayBase.from_list(i64, [d for d, _ in rows]),
+            "row_sizes": DenseArrayBase.from_list(i64, [n for _, n in rows]),
+            "column_dims": DenseArrayBase.from_list(i64, [d for d, _ in columns]),
+            "column_sizes": DenseArrayBase.from_list(i64, [n for _, n in columns]),
+        }
+        partitions = 1
+        for _, size in columns:
+            partitions *= size
+        result_type = TileType((partitions, *(n for _, n in rows)), element_type, Memory.SBUF)
+        init_op(self, operands=[source, indices], result_types=[result_type], properties=props)
+
+    def memref_type(self) -> MemRefType:
+        assert isinstance(self.source.type, MemRefType)
+        return self.source.type
+
+    def tile_type(self) -> TileType:
+        return _tile(self.result)
+
+    def rows(self) -> tuple[tuple[int, int], ...]:
+        """(tensor dim, size) of each free dimension of the result."""
+        dims, sizes = self.row_dims.get_values(), self.row_sizes.get_values()
+        return tuple((int(d), int(n)) for d, n in zip(dims, sizes, strict=True))
+
+    def columns(self) -> tuple[tuple[int, int], ...]:
+        """(tensor dim, size) of the partition's sub-dimensions, outermost first."""
+        dims, sizes = self.column_dims.get_values(), self.column_sizes.get_values()
+        return tuple((int(d), int(n)) for d, n in zip(dims, sizes, strict=True))
+
+    def verify_(self) -> None:
+        memref_type, tile_type = self.memref_type(), self.tile_type()
+        shape = memref_type.get_shape()
+        rank = len(shape)
+        if len(self.indices) != rank:
+            raise _error(self, f"expected {rank} indices for a rank-{rank} tensor, got {len(self.indices)}")
+        if memory_of(memref_type) is not Memory.HBM or tile_type.memory is not Memory.SBUF:
+            raise _error(self, "loads an HBM tensor into SBUF")
+        if len(self.row_dims.get_values()) != len(self.row_sizes.get_values()) or len(
+            self.column_dims.get_values()
+        ) != len(self.column_sizes.get_values()):
+            raise _error(self, "one size per row dim and per column dim")
+        rows, columns = self.rows(), self.columns()
+        dims = [d for d, _ in (*rows, *columns)]
+        if not rows or not columns or len(set(dims)) != len(dims) or any(not 0 <= d < rank for d in dims):
+            raise _error(self, f"row and column dims {dims} must be distinct dimensions of the rank-{rank} tensor")
+        for dim, size in (*rows, *columns):
+            if not 1 <= size <= shape[dim]:
+                raise _error(self, f"size {size} along tensor dimension {dim} ({shape[dim]}) is out of range")
+        partitions = 1
+        for _, size in columns:
+            partitions *= size
+        if tile_type.get_shape() != (partitions, *(n for _, n in rows)):
+            raise _error(self, f"result must be [{partitions}, {', '.join(str(n) for _, n in rows)}], got {tile_type}")
+        _check_partitions(self, tile_type, "the tile")
+        if tile_type.element_type != memref_type.element_type:
+            raise _error(self, f"a DMA transpose does not convert: {memref_type.element_type} into {tile_type}")
+        if dtypes.itemsize(element_type_name(tile_type.element_type)) != 2:
+            raise _error(self, f"DMAs transpose 2-byte elements, not {tile_type.element_type}")
+        target = target_of(self)
+        if not target.dma_transpose_hbm_efficiency:
+            raise _error(self, f"{target.name}'s DMAs do not transpose")
 
 
 @irdl_op_definition
@@ -1432,6 +1537,7 @@ region (unlike KernelOp): what a fusion may move, clone or merge between loop ne
 TILE_OPS: tuple[type[IRDLOperation], ...] = (
     ViewOp,
     LoadOp,
+    LoadTransposeOp,
     StoreOp,
     MatmulOp,
     TransposeOp,

@@ -100,6 +100,21 @@ def _load(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list
     return [alu.cast(region, numpy_type(op.tile_type().element_type))]
 
 
+def _load_transpose(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.LoadTransposeOp)
+    tensor, *indices = args
+    walked = [*op.columns(), *op.rows()]
+    selection: list[slice | int] = list(indices)
+    for dim, size in walked:
+        selection[dim] = slice(indices[dim], indices[dim] + size)
+    region = tensor.array()[tuple(selection)]
+    remaining = sorted(dim for dim, _ in walked)
+    if region.shape != tuple(dict(walked)[dim] for dim in remaining):
+        raise OutOfBoundsError(f"{op.name}: the tile at {indices} reaches outside the tensor of shape {tensor.shape}")
+    region = np.transpose(region, [remaining.index(dim) for dim, _ in walked])
+    return [region.reshape(op.tile_type().get_shape()).copy()]
+
+
 def _store(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.StoreOp)
     value, tensor, *indices = args
@@ -351,6 +366,7 @@ TILE_HANDLERS: dict[type[Operation], Handler] = {
     memref.AllocOp: _alloc,
     tile.ViewOp: _view,
     tile.LoadOp: _load,
+    tile.LoadTransposeOp: _load_transpose,
     tile.StoreOp: _store,
     tile.MatmulOp: _matmul,
     tile.TransposeOp: _transpose,

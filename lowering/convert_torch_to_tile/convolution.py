@@ -51,6 +51,15 @@ columns (`emit_row_weight_gradient`), and the forward transposes each row's patc
 (channel, kernel row, kernel column) rows, one matmul per chunk (`emit_row_convolution`), where the kernel-row
 packing contracts over 21 (channel, kernel row) rows per kernel column.
 
+A 2-d convolution whose kernel equals its stride (a patch embedding: ViT's 16 x 16 / 16) in a 2-byte type, on a
+target whose DMAs transpose, is one matmul over its patches instead (`emit_patch_convolution`,
+`emit_patch_weight_gradient`): each position tile's patches come by DMA transposes straight onto the partitions,
+[(channel, kernel row, kernel column), positions] (`tile.load_transpose`), the filter's rows likewise, so the
+forward needs no TensorE transpose; the weight gradient transposes each patch chunk once into [positions,
+columns] and contracts it against grad_output's rows (a DMA transpose), the bias gradient against a column of
+ones. Kernel rows shorter than a DMA transpose's block (ConvNeXt's 4 x 4 stem, its 2 x 2 downsampling) keep the
+paths above: such a transpose would read its source a few bytes at a time.
+
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
 path would contract over K = 1 with a 1 x 1 stationary per matmul. Instead 128 channels share the partitions: the
@@ -1401,6 +1410,8 @@ def emit_convolution(
     k_tile, _, n_tile = matmul_limits(em)
     x_shape, w_shape = layout_of(x).shape, layout_of(w).shape
     itemsize = _itemsize(element_type_of(x))
+    if takes_patches(em, x, w, stride, padding, dilation, groups):
+        return emit_patch_convolution(em, x, w, bias, out_element_type)
     if contracts_output_rows(x_shape, w_shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize, True):
         return emit_row_convolution(em, x, w, bias, stride, padding, dilation, out_element_type)
     packs = any(st > 1 for st in stride) and packs_kernel_rows(x_shape[1], w_shape, groups, k_tile)
@@ -2619,6 +2630,416 @@ def emit_row_weight_gradient(
     return gw
 
 
+# Bytes per partition of the filter's transposed chunks `emit_patch_convolution` keeps on chip for the whole
+# convolution (ViT-B/16's patch embedding: 6 chunks of 768 output channels, 9 KiB).
+PATCH_STATIONARY_BYTES = 48 * 1024
+
+
+def takes_patches(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    w: SSAValue,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+) -> bool:
+    """Whether a convolution takes `emit_patch_convolution`: 2-d, one group, no padding or dilation, a kernel equal
+    to its stride (non-overlapping windows: a patch embedding), 2-byte input and weight of one type on a target whose
+    DMAs transpose them, kernel rows at least as long as a DMA transpose's block (so that its source is read in runs
+    of whole blocks) and the filter's transposed chunks within PATCH_STATIONARY_BYTES per partition."""
+    x_shape, w_shape = layout_of(x).shape, layout_of(w).shape
+    if len(x_shape) != 4 or len(w_shape) != 4 or groups != 1 or any(padding) or any(d != 1 for d in dilation):
+        return False
+    cout, cin, kernel_rows, kernel_columns = w_shape
+    if tuple(stride) != (kernel_rows, kernel_columns) or x_shape[1] != cin:
+        return False
+    if element_type_of(x) != element_type_of(w) or _itemsize(element_type_of(x)) != 2:
+        return False
+    target = emitter_target(em)
+    k_tile, _, n_tile = matmul_limits(em)
+    height, width = x_shape[2:]
+    out_columns = width // kernel_columns
+    if not target.dma_transpose_hbm_efficiency or height < kernel_rows or not 1 <= out_columns <= n_tile:
+        return False
+    if kernel_columns < target.dma_transpose_block_elements or kernel_columns > k_tile:
+        return False
+    if layout_of(w).reshape((cout, cin * kernel_rows * kernel_columns)) is None:
+        return False  # the filter's rows are read as one run per output channel
+    chunks = len(_patch_chunks(cin, kernel_rows, kernel_columns, k_tile))
+    return chunks * cout * 2 <= PATCH_STATIONARY_BYTES
+
+
+def _patch_chunks(channels: int, kernel_rows: int, kernel_columns: int, k_tile: int) -> list[tuple[int, int, int, int]]:
+    """The contraction's (channel, kernel row, kernel column) rows in chunks of at most `k_tile`, each a contiguous
+    range of the filter's rows: (c0, channels, kh0, kernel rows); whole channels when a channel's patch fits."""
+    per_channel = kernel_rows * kernel_columns
+    if per_channel <= k_tile:
+        count = -(-channels // (k_tile // per_channel))
+        size = -(-channels // count)
+        return [(c0, min(size, channels - c0), 0, kernel_rows) for c0 in range(0, channels, size)]
+    count = -(-kernel_rows // (k_tile // kernel_columns))
+    size = -(-kernel_rows // count)
+    return [(c, 1, kh0, min(size, kernel_rows - kh0)) for c in range(channels) for kh0 in range(0, kernel_rows, size)]
+
+
+def _tile_partitions(value: SSAValue) -> int:
+    return _tile_of(value).partitions
+
+
+def _tile_of(value: SSAValue) -> TileType:
+    value_type = value.type
+    assert isinstance(value_type, TileType)
+    return value_type
+
+
+def _patches_view(em: LoopNestBuilder, x: SSAValue, kernel: Sequence[int]) -> SSAValue:
+    """x[N, C, H, W] seen as [N, C, OH, KH, OW, KW]: element (n, c, oh, kh, ow, kw) is x[n, c, oh*KH + kh,
+    ow*KW + kw] (rows and columns past the last whole patch left out)."""
+    layout = layout_of(x)
+    batch, channels, height, width = layout.shape
+    kernel_rows, kernel_columns = kernel
+    sn, sc, sh, sw = layout.strides
+    shape = (batch, channels, height // kernel_rows, kernel_rows, width // kernel_columns, kernel_columns)
+    strides = (sn, sc, sh * kernel_rows, sh, sw * kernel_columns, sw)
+    return view(em, x, Layout(shape, strides, layout.offset))
+
+
+def emit_patch_convolution(
+    em: LoopNestBuilder, x: SSAValue, w: SSAValue, bias: SSAValue | None, out_element_type: Attribute
+) -> SSAValue:
+    """out[n, co, oh, ow] = bias[co] + sum over c, kh, kw of w[co, c, kh, kw] * x[n, c, oh*KH + kh, ow*KW + kw] for a
+    kernel equal to its stride (`takes_patches`): one matmul over the patches.
+
+    The patches of a tile of output positions come onto the partitions by DMA transposes from HBM, [(c, kh, kw)
+    chunk, (oh, ow)] (`tile.load_transpose`: each position's patch is a row of the source read across the
+    partitions), and the filter's matching chunks [(c, kh, kw), co] by DMA transposes of its rows, loaded once.
+    Each output tile is then one PSUM accumulation over the chunks, with no TensorE transpose and no copy out of
+    PSUM but the one to its store (`_patch_products_by_chunk` for whole images). The transposed-input path
+    (`emit_row_convolution`) transposed each row of the input on TensorE and each output row's patches back, and
+    the kernel-row packing copied the rows through HBM and contracted over (channel, kernel row) pairs only.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    batch, channels = layout_of(x).shape[:2]
+    cout, _, kernel_rows, kernel_columns = layout_of(w).shape
+    patches = _patches_view(em, x, (kernel_rows, kernel_columns))
+    out_rows, out_columns = layout_of(patches).shape[2], layout_of(patches).shape[4]
+    x_type = element_type_of(x)
+    out = alloc(em, (batch, cout, out_rows, out_columns), out_element_type)
+    output = _ConvolutionOutput(em, out, bias, whole_rows=True)
+    chunks = _patch_chunks(channels, kernel_rows, kernel_columns, k_tile)
+    columns = channels * kernel_rows * kernel_columns
+    w_rows_layout = layout_of(w).reshape((cout, columns))
+    assert w_rows_layout is not None, "a convolution weight is contiguous"
+    w_rows = view(em, w, w_rows_layout)
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    per_patch = kernel_rows * kernel_columns
+    positions = out_rows * out_columns
+    images = min(batch, n_tile // positions)
+    if images and len(co_tiles) < emitter_target(em).psum_banks:
+        _patch_products_by_chunk(em, patches, w_rows, bias, output, chunks, co_tiles, images, per_patch)
+        return out
+    # the stationaries: per chunk, the filter's [(c, kh, kw), co] rows in one DMA transpose, each output-channel
+    # tile a window of it
+    chunk_rows = []
+    for c0, cs, kh0, khs in chunks:
+        at = [0, c0 * per_patch + kh0 * kernel_columns]
+        chunk_rows.append(load(em, w_rows, at, (cs * khs * kernel_columns, cout), dims=(1, 0)))
+    stationaries = [
+        [
+            em.insert(
+                tile.ExtractOp(rows, [em.index(co0)], TileType((_tile_partitions(rows), co_size), x_type, Memory.SBUF))
+            ).result
+            for rows in chunk_rows
+        ]
+        for co0, co_size in co_tiles
+    ]
+    bias_tiles = [output.bias_tile(em, co0, co_size) for co0, co_size in co_tiles]
+    tile_rows = max(1, min(out_rows, n_tile // out_columns))
+    tile_rows = -(-out_rows // -(-out_rows // tile_rows))  # balanced
+
+    def position_tile(e: LoopNestBuilder, n: Index, oh0: Index, rows: int) -> None:
+        moving = []
+        for c0, cs, kh0, khs in chunks:
+            walked = [(1, cs)] if cs > 1 else []
+            load_op = tile.LoadTransposeOp(
+                patches,
+                [e.index(i) for i in (n, c0, oh0, kh0, 0, 0)],
+                [(2, rows), (4, out_columns)],
+                [*walked, (3, khs), (5, kernel_columns)],
+                x_type,
+            )
+            moving.append(e.insert(load_op).result)
+        for (co0, co_size), per_tile, bias_tile in zip(co_tiles, stationaries, bias_tiles, strict=True):
+            acc: SSAValue | None = None
+            for stationary, panel in zip(per_tile, moving, strict=True):
+                result_type = TileType((co_size, rows * out_columns), f32, Memory.PSUM)
+                acc = e.insert(tile.MatmulOp(stationary, panel, result_type, acc)).result
+            assert acc is not None
+            output.store(e, acc, n, co0, co_size, [], oh0, 0, bias_tile)
+
+    em.for_each(
+        batch,
+        lambda e, n: _for_tiles_unrolled(
+            e, out_rows, tile_rows, UNROLL_TILES, lambda e2, oh0, rows: position_tile(e2, n, oh0, rows)
+        ),
+    )
+    return out
+
+
+def _patch_products_by_chunk(
+    em: LoopNestBuilder,
+    patches: SSAValue,
+    w_rows: SSAValue,
+    bias: SSAValue | None,
+    output: _ConvolutionOutput,
+    chunks: Sequence[tuple[int, int, int, int]],
+    co_tiles: Sequence[tuple[int, int]],
+    images: int,
+    per_patch: int,
+) -> None:
+    """`emit_patch_convolution` over blocks of `images` whole images, one PSUM accumulator per output-channel tile
+    (each a bank): the contraction's chunks outermost, each chunk's filter rows and patches loaded in program
+    order just before its products. DMA bandwidth goes to transfers in program order, so the first chunk's
+    products start once its own 0.3 MB are in (ViT's patch embedding: 2.8 us) instead of after every chunk of the
+    filter and the patches (6.8 us), and each later chunk's products overlap the next chunk's loads. Each block's
+    output-channel tile is stored once, all its images together."""
+    batch, _, out_rows, _, out_columns, kernel_columns = layout_of(patches).shape
+    positions = out_rows * out_columns
+    x_type = element_type_of(patches)
+    out_type = element_type_of(output.out)
+    cout = layout_of(w_rows).shape[0]
+    # a bias of the operands' type starts each accumulator (a ones row against it, while TensorE waits for the
+    # first chunk), so that the copies out of PSUM are plain inserts of each image's window; another type is
+    # added per partition as PSUM is evacuated
+    bias_row: SSAValue | None = None
+    bias_tiles: list[SSAValue | None] = [None for _ in co_tiles]
+    if bias is not None and element_type_of(bias) == x_type:
+        bias_row = load(em, view(em, bias, layout_of(bias).unsqueeze(0)), [0, 0], (1, cout))
+        ones = em.insert(tile.FillOp(1.0, TileType((1, images * positions), x_type, Memory.SBUF))).result
+    elif bias is not None:
+        bias_tiles = [output.bias_tile(em, co0, co_size) for co0, co_size in co_tiles]
+    stationaries: list[SSAValue] = []
+
+    def block(e: LoopNestBuilder, n0: Index, count: int) -> None:
+        first = not stationaries
+        accs: list[SSAValue | None] = [None] * len(co_tiles)
+        if bias_row is not None:
+            ones_type = TileType((1, count * positions), x_type, Memory.SBUF)
+            ones_window = e.insert(tile.ExtractOp(ones, [e.index(0)], ones_type)).result
+            for t, (co0, co_size) in enumerate(co_tiles):
+                row = e.insert(tile.ExtractOp(bias_row, [e.index(co0)], TileType((1, co_size), x_type, Memory.SBUF)))
+                result_type = TileType((co_size, count * positions), f32, Memory.PSUM)
+                accs[t] = e.insert(tile.MatmulOp(row.result, ones_window, result_type)).result
+        for q, (c0, cs, kh0, khs) in enumerate(chunks):
+            if first:
+                at = [0, c0 * per_patch + kh0 * kernel_columns]
+                stationaries.append(
+                    load(e, w_rows, at, (cs * khs * kernel_columns, layout_of(w_rows).shape[0]), dims=(1, 0))
+                )
+            walked = [(1, cs)] if cs > 1 else []
+            chunk = e.insert(
+                tile.LoadTransposeOp(
+                    patches,
+                    [e.index(i) for i in (n0, c0, 0, kh0, 0, 0)],
+                    [(0, count), (2, out_rows), (4, out_columns)],
+                    [*walked, (3, khs), (5, kernel_columns)],
+                    x_type,
+                )
+            ).result
+            rows = stationaries[q]
+            for t, (co0, co_size) in enumerate(co_tiles):
+                window_type = TileType((_tile_partitions(rows), co_size), x_type, Memory.SBUF)
+                stationary = e.insert(tile.ExtractOp(rows, [e.index(co0)], window_type)).result
+                result_type = TileType((co_size, count * positions), f32, Memory.PSUM)
+                accs[t] = e.insert(tile.MatmulOp(stationary, chunk, result_type, accs[t])).result
+        for (co0, co_size), acc, column in zip(co_tiles, accs, bias_tiles, strict=True):
+            assert acc is not None
+            flat_type = TileType((co_size, count * positions), out_type, Memory.SBUF)
+            # inserts read PSUM windows in place: without a column, each image's window goes straight to its place
+            flat = acc if column is None else e.insert(tile.BinaryScalarOp(acc, "add", flat_type, column=column)).result
+            result: SSAValue = e.insert(
+                tile.EmptyOp(TileType((co_size, count, positions), out_type, Memory.SBUF))
+            ).result
+            for j in range(count):
+                image = e.insert(
+                    tile.ExtractOp(
+                        flat,
+                        [e.index(j * positions)],
+                        TileType((co_size, positions), _tile_of(flat).element_type, _tile_of(flat).memory),
+                    )
+                )
+                result = e.insert(tile.InsertOp(image.result, result, [e.index(j), e.index(0)])).result
+            _store(e, result, output.rows, [n0, co0, 0], (1, 0, 2))
+
+    # the first block loads the filter's chunks between its own loads; the others find them on chip
+    block(em, 0, images)
+    if batch > images:
+        em.for_tiles(batch - images, images, lambda e, offset, count: block(e, e.add(offset, images), count))
+
+
+# Bytes per partition of the patches and grad_output tiles, positions on the partitions, that
+# `emit_patch_weight_gradient` keeps on chip for all output-channel tiles (ViT-B/16's patch embedding: 12 KiB).
+PATCH_PANEL_BYTES = 64 * 1024
+
+
+def _patch_position_tiles(out_rows: int, out_columns: int, limit: int) -> list[tuple[int, int]]:
+    """(first output row, rows) of balanced tiles of whole output rows, at most `limit` positions each."""
+    rows = max(1, min(out_rows, limit // out_columns))
+    rows = -(-out_rows // -(-out_rows // rows))
+    return [(r0, min(rows, out_rows - r0)) for r0 in range(0, out_rows, rows)]
+
+
+def patch_weight_gradient_fits(em: LoopNestBuilder, x: SSAValue, w: SSAValue, grad_out: SSAValue) -> bool:
+    """Whether `emit_patch_weight_gradient` keeps every position tile's patches and grad_output on chip within
+    PATCH_PANEL_BYTES per partition (grad_output of the input's type, whole rows of at most 128 positions)."""
+    k_tile = matmul_limits(em)[0]
+    batch, channels = layout_of(x).shape[:2]
+    cout, _, kernel_rows, kernel_columns = layout_of(w).shape
+    out_rows, out_columns = layout_of(grad_out).shape[2:]
+    if element_type_of(grad_out) != element_type_of(x) or out_columns > k_tile:
+        return False
+    if layout_of(grad_out).reshape((batch, cout, out_rows * out_columns)) is None:
+        return False  # grad_output's rows are read as one run per output channel
+    tiles = batch * len(_patch_position_tiles(out_rows, out_columns, k_tile))
+    return tiles * (channels * kernel_rows * kernel_columns + cout) * 2 <= PATCH_PANEL_BYTES
+
+
+def emit_patch_weight_gradient(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    w: SSAValue,
+    grad_out: SSAValue,
+    out_element_type: Attribute,
+    bias_element_type: Attribute | None = None,
+) -> tuple[SSAValue, SSAValue | None]:
+    """gw[co, c, kh, kw] = sum over n, oh, ow of go[n, co, oh, ow] * x[n, c, oh*KH + kh, ow*KW + kw] for a kernel
+    equal to its stride (`takes_patches`, `patch_weight_gradient_fits`): one matmul contracting over positions.
+
+    Per tile of whole output rows of one image (at most 128 positions), the patches come by DMA transposes as for
+    the forward ([(c, kh, kw) chunk, positions]) and are transposed on TensorE into a panel [positions, (c, kh,
+    kw)], the filter's own column order; grad_output's rows come transposed, [positions, co], by a DMA transpose.
+    Both stay on chip, and each output-channel tile is then one PSUM accumulation over all position tiles per
+    chunk of columns (a bank each), stored as whole rows of the weight.
+
+    With `bias_element_type`, the bias gradient too (returned second): the panels end in a column of ones, so
+    each product's last column sums grad_output over the tile's positions, where a reduction loaded grad_output
+    again and summed it last.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    batch, channels = layout_of(x).shape[:2]
+    cout, _, kernel_rows, kernel_columns = layout_of(w).shape
+    patches = _patches_view(em, x, (kernel_rows, kernel_columns))
+    out_rows, out_columns = layout_of(grad_out).shape[2:]
+    x_type = element_type_of(x)
+    chunks = _patch_chunks(channels, kernel_rows, kernel_columns, k_tile)
+    per_patch = kernel_rows * kernel_columns
+    columns = channels * per_patch
+    go_layout = layout_of(grad_out).reshape((batch, cout, out_rows * out_columns))
+    assert go_layout is not None, "grad_output is made contiguous first"
+    go_rows = view(em, grad_out, go_layout)
+    gw = alloc(em, (cout, channels, kernel_rows, kernel_columns), out_element_type)
+    gw_layout = layout_of(gw).reshape((cout, columns))
+    assert gw_layout is not None, "a fresh tensor is contiguous"
+    gw_rows = view(em, gw, gw_layout)
+
+    # with the bias gradient, the panels end in a column of ones: each product's last column is the sum of
+    # grad_output's row over the tile's positions
+    with_bias = bias_element_type is not None
+    panel_columns = columns + with_bias
+    pieces = -(-panel_columns // n_tile)
+    piece = -(-panel_columns // pieces)
+    column_chunks = [(k0, min(piece, panel_columns - k0)) for k0 in range(0, panel_columns, piece)]
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    # output-channel tiles whose accumulators (a PSUM bank per chunk of columns) run alongside the position tiles'
+    # loads, two banks left for the transposes: TensorE multiplies each tile as it arrives instead of idling until
+    # the last one (ViT's patch embedding: 3 of 6)
+    alongside = max(1, (emitter_target(em).psum_banks - 2) // len(column_chunks))
+    accs: dict[tuple[int, int], SSAValue | None] = {}
+    gb: SSAValue | None = None
+    if with_bias:
+        ones = em.insert(tile.FillOp(1.0, TileType((k_tile, 1), x_type, Memory.SBUF))).result
+        sums: SSAValue = em.insert(tile.EmptyOp(TileType((m_tile, len(co_tiles)), f32, Memory.SBUF))).result
+
+    def products(t: int, panel: SSAValue, grads: SSAValue, positions: int) -> None:
+        co0, co_size = co_tiles[t]
+        stationary_type = TileType((positions, co_size), x_type, Memory.SBUF)
+        stationary = em.insert(tile.ExtractOp(grads, [em.index(co0)], stationary_type)).result
+        for j, (k0, ks) in enumerate(column_chunks):
+            moving = em.insert(tile.ExtractOp(panel, [em.index(k0)], TileType((positions, ks), x_type, Memory.SBUF)))
+            result_type = TileType((co_size, ks), f32, Memory.PSUM)
+            accs[t, j] = em.insert(tile.MatmulOp(stationary, moving.result, result_type, accs.get((t, j)))).result
+
+    def store_rows(t: int) -> None:
+        nonlocal sums
+        co0, co_size = co_tiles[t]
+        row: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, columns), out_element_type, Memory.SBUF))).result
+        for j, (k0, ks) in enumerate(column_chunks):
+            acc = accs[t, j]
+            assert acc is not None
+            weight_columns = min(ks, columns - k0)
+            if weight_columns < ks:  # the last chunk's last column is the bias gradient's
+                taken = em.insert(
+                    tile.ExtractOp(acc, [em.index(0)], TileType((co_size, weight_columns), f32, Memory.PSUM))
+                )
+                bias_type = TileType((co_size, 1), f32, Memory.PSUM)
+                bias_sums = em.insert(tile.ExtractOp(acc, [em.index(weight_columns)], bias_type)).result
+                sums = em.insert(tile.InsertOp(bias_sums, sums, [em.index(t)])).result
+                acc = taken.result
+            row = em.insert(tile.InsertOp(acc, row, [em.index(k0)])).result
+        _store(em, row, gw_rows, [co0, 0], (0, 1))
+
+    panels: list[tuple[SSAValue, SSAValue, int]] = []  # (patches [pos, columns], grad_output [pos, co], positions)
+    for n in range(batch):
+        for oh0, rows in _patch_position_tiles(out_rows, out_columns, k_tile):
+            positions = rows * out_columns
+            panel_type = TileType((positions, panel_columns), x_type, Memory.SBUF)
+            panel: SSAValue = em.insert(tile.EmptyOp(panel_type)).result
+            if with_bias:
+                column = em.insert(tile.ExtractOp(ones, [em.index(0)], TileType((positions, 1), x_type, Memory.SBUF)))
+                panel = em.insert(tile.InsertOp(column.result, panel, [em.index(columns)])).result
+            for c0, cs, kh0, khs in chunks:
+                walked = [(1, cs)] if cs > 1 else []
+                chunk = em.insert(
+                    tile.LoadTransposeOp(
+                        patches,
+                        [em.index(i) for i in (n, c0, oh0, kh0, 0, 0)],
+                        [(2, rows), (4, out_columns)],
+                        [*walked, (3, khs), (5, kernel_columns)],
+                        x_type,
+                    )
+                ).result
+                transposed = em.insert(tile.TransposeOp(chunk)).result
+                at = [em.index(c0 * per_patch + kh0 * kernel_columns)]
+                panel = em.insert(tile.InsertOp(transposed, panel, at)).result
+            grads = load(em, go_rows, [n, 0, oh0 * out_columns], (positions, cout), dims=(2, 1))
+            panels.append((panel, grads, positions))
+            for t in range(min(alongside, len(co_tiles))):
+                products(t, panel, grads, positions)
+    for t in range(len(co_tiles)):
+        if t >= alongside:
+            for panel, grads, positions in panels:
+                products(t, panel, grads, positions)
+        store_rows(t)
+
+    if bias_element_type is not None:
+        gb = alloc(em, (cout,), bias_element_type)
+        # the sums [p, t] of output channels t * m_tile + p, transposed into rows (one run per tile; a column per
+        # tile stored 2-byte runs)
+        tiles, layout = len(co_tiles), layout_of(gb)
+        if cout % m_tile == 0:
+            rows_type = TileType((tiles, m_tile), bias_element_type, Memory.SBUF)
+            gb_rows = to_sbuf(em, em.insert(tile.TransposeOp(sums)).result, bias_element_type)
+            assert _tile_of(gb_rows) == rows_type
+            _store(em, gb_rows, view(em, gb, Layout((tiles, m_tile), (m_tile, 1), layout.offset)), [0, 0], (0, 1))
+        else:
+            column_view = view(em, gb, layout.unsqueeze(1))
+            for t, (co0, co_size) in enumerate(co_tiles):
+                part = em.insert(tile.ExtractOp(sums, [em.index(t)], TileType((co_size, 1), f32, Memory.SBUF)))
+                _store(em, part.result, column_view, [co0, 0], (0, 1))
+    return gw, gb
+
+
 # Input-channel tiles up to which the phase-split input gradient emits each tile's instructions separately (its
 # store on a DMA queue of its own) instead of looping.
 STRAIGHT_INPUT_TILES = 8
@@ -3076,6 +3497,16 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
             return emit_reduce(em, grad_out, dims, False, "add", result_element_type(op, 2))
         return _unused(em, op, 2)
 
+    if direct and mask[1] and takes_patches(em, x, w, stride, padding, dilation, groups):
+        grads = contiguous_if_transposed(em, grad_out)
+        if patch_weight_gradient_fits(em, x, w, grads):
+            # the weight and bias gradients from one set of transposed tiles, then the input gradient
+            bias_type = result_element_type(op, 2) if mask[2] else None
+            patch_weight, patch_bias = emit_patch_weight_gradient(
+                em, x, w, grads, result_element_type(op, 1), bias_type
+            )
+            grad_out = grads
+            return [input_gradient(), patch_weight, patch_bias if mask[2] else _unused(em, op, 2)]
     if not direct or input_first:
         grad_input = input_gradient()
         grad_weight = weight_gradient()

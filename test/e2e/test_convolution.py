@@ -197,3 +197,38 @@ def test_strided_convolution_at_real_size(name, build, x_shape, dtype):
     names = ["output", *(["grad of input"] if not image else []), "grad of weight", "grad of bias"]
     for what, a, e, g in zip(names, got, eager, golden, strict=False):
         assert_close_to_golden(a, e, g, what)
+
+
+# Kernel = stride in 16-bit (patch embeddings): the patches come onto the partitions by DMA transposes
+# (`emit_patch_convolution`, `emit_patch_weight_gradient`). Rows and columns past the last whole patch, two output-
+# channel tiles (the second partial), channels sharing a chunk of the contraction (4 x 16 kernels, 64 rows per
+# channel, the last chunk partial), and several tiles of output rows in both directions with one full output-
+# channel tile.
+PATCHES = [
+    ("rows_past_the_last_patch", (2, 3, 40, 35), (130, 3, 16, 16), (16, 16)),
+    ("channels_share_a_chunk", (1, 5, 12, 336), (7, 5, 4, 16), (4, 16)),
+    ("several_position_tiles", (1, 2, 256, 640), (128, 2, 16, 16), (16, 16)),
+]
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize(("name", "x_shape", "w_shape", "stride"), PATCHES, ids=[c[0] for c in PATCHES])
+def test_patch_convolution(monkeypatch, name, x_shape, w_shape, stride, dtype):
+    """Forward and the three gradients against eager in the same dtype, through the patch path."""
+    from neuron_mlir.lowering.convert_torch_to_tile import convolution
+
+    taken: list[str] = []
+    for function in ("emit_patch_convolution", "emit_patch_weight_gradient"):
+        original = getattr(convolution, function)
+
+        def recording(*args, _original=original, _name=function, **kwargs):
+            taken.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(convolution, function, recording)
+    torch.manual_seed(4)
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape) / 16, torch.randn(w_shape[0])
+    fn = lambda x, w, b: F.conv2d(x, w, b, stride=stride)  # noqa: E731
+    _compiled_matches_eager(fn, x.to(dtype), w.to(dtype), b.to(dtype), grads=True)
+    assert sorted(set(taken)) == ["emit_patch_convolution", "emit_patch_weight_gradient"], taken

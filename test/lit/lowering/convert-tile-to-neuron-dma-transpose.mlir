@@ -36,3 +36,32 @@ builtin.module attributes {neuron.target = #neuron.target<trn1>} {
     func.return
   }
 }
+
+// -----
+
+// A tile.load_transpose is one DMA transpose whose source walks the row dims, then the column dims: here the
+// patches of a 16 x 16 / 16 convolution, (kernel row, kernel column) on the partitions, (output row, output
+// column) on the free axes, and a chunk of whole channels' 4 x 4 patches.
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  // CHECK-LABEL: func.func @patches
+  func.func @patches(%x: memref<2x3x14x16x14x16xbf16, #mem<hbm>>, %y: memref<128x14x14xbf16, #mem<hbm>>, %s: memref<2x3x5x4x7x4xbf16, #mem<hbm>>, %z: memref<48x10x7xbf16, #mem<hbm>>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c8 = arith.constant 8 : index
+    // CHECK: neuron.dma_transpose dma dst %{{.*}}[0:128, 0, [[14, 14], [1, 14]]], src %{{.*}}[252672, [[3584, 14], [16, 14], [224, 8], [1, 16]]]
+    %p = tile.load_transpose %x[%c1, %c2, %c0, %c8, %c0, %c0] {row_dims = array<i64: 2, 4>, row_sizes = array<i64: 14, 14>, column_dims = array<i64: 3, 5>, column_sizes = array<i64: 8, 16>} : memref<2x3x14x16x14x16xbf16, #mem<hbm>> -> !tile.tile<128x14x14xbf16, sbuf>
+    tile.store %p, %y[%c0, %c0, %c0] : !tile.tile<128x14x14xbf16, sbuf>, memref<128x14x14xbf16, #mem<hbm>>
+    // CHECK: neuron.dma_transpose dma dst %{{.*}}[0:48, 0, [[35, 2], [7, 5], [1, 7]]], src %{{.*}}[0, [[1680, 2], [112, 5], [4, 7], [560, 3], [28, 4], [1, 4]]]
+    %q = tile.load_transpose %s[%c0, %c0, %c0, %c0, %c0, %c0] {row_dims = array<i64: 0, 2, 4>, row_sizes = array<i64: 2, 5, 7>, column_dims = array<i64: 1, 3, 5>, column_sizes = array<i64: 3, 4, 4>} : memref<2x3x5x4x7x4xbf16, #mem<hbm>> -> !tile.tile<48x2x5x7xbf16, sbuf>
+    %r = tile.extract %q[%c1, %c0, %c0] : !tile.tile<48x2x5x7xbf16, sbuf> -> !tile.tile<48x5x7xbf16, sbuf>
+    %u = tile.extract %q[%c0, %c0, %c0] : !tile.tile<48x2x5x7xbf16, sbuf> -> !tile.tile<48x5x7xbf16, sbuf>
+    %e = tile.empty : !tile.tile<48x10x7xbf16, sbuf>
+    %e1 = tile.insert %u, %e[%c0, %c0] : !tile.tile<48x5x7xbf16, sbuf>, !tile.tile<48x10x7xbf16, sbuf>
+    %c5 = arith.constant 5 : index
+    %e2 = tile.insert %r, %e1[%c5, %c0] : !tile.tile<48x5x7xbf16, sbuf>, !tile.tile<48x10x7xbf16, sbuf>
+    tile.store %e2, %z[%c0, %c0, %c0] : !tile.tile<48x10x7xbf16, sbuf>, memref<48x10x7xbf16, #mem<hbm>>
+    func.return
+  }
+}
+// SEMANTICS: check-semantics: 4 inputs, all outputs match

@@ -136,6 +136,55 @@ func.func @store_from_psum(%t: !tile.tile<37x512xf32, psum>, %y: memref<37x512xf
 
 // -----
 
+// ---- tile.load_transpose --------------------------------------------------------------------------------------
+
+func.func @load_transpose_repeated_dim(%x: memref<4x16x16xbf16, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load_transpose %x[%c0, %c0, %c0] {row_dims = array<i64: 1>, row_sizes = array<i64: 16>, column_dims = array<i64: 1, 2>, column_sizes = array<i64: 4, 16>} : memref<4x16x16xbf16, #mem<hbm>> -> !tile.tile<64x16xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.load_transpose: row and column dims [1, 1, 2] must be distinct dimensions of the rank-3 tensor
+
+// -----
+
+func.func @load_transpose_result_shape(%x: memref<4x16x16xbf16, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load_transpose %x[%c0, %c0, %c0] {row_dims = array<i64: 0>, row_sizes = array<i64: 4>, column_dims = array<i64: 1, 2>, column_sizes = array<i64: 4, 16>} : memref<4x16x16xbf16, #mem<hbm>> -> !tile.tile<64x8xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.load_transpose: result must be [64, 4], got !tile.tile<64x8xbf16, sbuf>
+
+// -----
+
+func.func @load_transpose_four_byte(%x: memref<4x16x16xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load_transpose %x[%c0, %c0, %c0] {row_dims = array<i64: 0>, row_sizes = array<i64: 4>, column_dims = array<i64: 1, 2>, column_sizes = array<i64: 4, 16>} : memref<4x16x16xf32, #mem<hbm>> -> !tile.tile<64x4xf32, sbuf>
+  func.return
+}
+// CHECK: tile.load_transpose: DMAs transpose 2-byte elements, not f32
+
+// -----
+
+func.func @load_transpose_converting(%x: memref<4x16x16xbf16, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load_transpose %x[%c0, %c0, %c0] {row_dims = array<i64: 0>, row_sizes = array<i64: 4>, column_dims = array<i64: 1, 2>, column_sizes = array<i64: 4, 16>} : memref<4x16x16xbf16, #mem<hbm>> -> !tile.tile<64x4xf16, sbuf>
+  func.return
+}
+// CHECK: tile.load_transpose: a DMA transpose does not convert: bf16 into !tile.tile<64x4xf16, sbuf>
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @load_transpose_on_trn1(%x: memref<4x16x16xbf16, #mem<hbm>>) {
+    %c0 = arith.constant 0 : index
+    %t = tile.load_transpose %x[%c0, %c0, %c0] {row_dims = array<i64: 0>, row_sizes = array<i64: 4>, column_dims = array<i64: 1, 2>, column_sizes = array<i64: 4, 16>} : memref<4x16x16xbf16, #mem<hbm>> -> !tile.tile<64x4xbf16, sbuf>
+    func.return
+  }
+}
+// CHECK: tile.load_transpose: trn1's DMAs do not transpose
+
+// -----
+
 // ---- tile.matmul ----------------------------------------------------------------------------------------------
 
 func.func @matmul_contraction_mismatch(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<64x512xf32, sbuf>) {

@@ -81,6 +81,16 @@ func.func @store_transposed_dims(%t: !tile.tile<128x37xf32, sbuf>, %y: memref<37
   func.return
 }
 
+// ---- tile.load_transpose --------------------------------------------------------------------------------------
+
+// CHECK-LABEL: func.func @load_transpose_patches
+func.func @load_transpose_patches(%x: memref<2x3x14x16x14x16xbf16, #mem<hbm>>, %n: index) -> !tile.tile<128x14x14xbf16, sbuf> {
+  %c0 = arith.constant 0 : index
+  // CHECK: tile.load_transpose %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {row_dims = array<i64: 2, 4>, row_sizes = array<i64: 14, 14>, column_dims = array<i64: 3, 5>, column_sizes = array<i64: 8, 16>} : memref<2x3x14x16x14x16xbf16, #mem<hbm>> -> !tile.tile<128x14x14xbf16, sbuf>
+  %p = tile.load_transpose %x[%n, %c0, %c0, %c0, %c0, %c0] {row_dims = array<i64: 2, 4>, row_sizes = array<i64: 14, 14>, column_dims = array<i64: 3, 5>, column_sizes = array<i64: 8, 16>} : memref<2x3x14x16x14x16xbf16, #mem<hbm>> -> !tile.tile<128x14x14xbf16, sbuf>
+  func.return %p : !tile.tile<128x14x14xbf16, sbuf>
+}
+
 // ---- tile.matmul / tile.transpose -----------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @matmul_no_acc
