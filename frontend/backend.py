@@ -28,6 +28,9 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
     progress   bool: show graph, stage and pass of compiles longer than ~2 s on stderr (NEURON_MLIR_PROGRESS=0/1;
                by default on when stderr is a terminal and logging does not silence `neuron_mlir.progress`)
+
+A training graph's backward compiles in a forked child while the forward compiles and runs, where that can pay
+(`frontend/compile_ahead.py`; NEURON_MLIR_COMPILE_AHEAD=0 turns it off).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from neuron_mlir.frontend.compile_ahead import AheadCompile
 from neuron_mlir.frontend.compile_graph import compile_graph, names_op
 from neuron_mlir.frontend.data_dependent import specialise_split_points
 from neuron_mlir.frontend.float_constants import ValueSpecialised, float_constants, fold_scalar_arithmetic
@@ -358,11 +362,23 @@ def _compile_dynamo_graph(
     specialise_split_points(graph_module)
     route_composite_calls(graph_module, config.cpu_ops)
 
+    # The backward compiles in a child process while the forward compiles and runs (`frontend.compile_ahead`)
+    ahead = AheadCompile(config)
+
     def compiler(kind: str) -> AOTDispatchCompiler:
         def compile_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+            if kind == "forward":
+                ahead.start()
+            elif kind == "backward":
+                ahead.collect()
             return compile_graph(gm, example_inputs, config, kind)
 
         return compile_fn
+
+    def partition_fn(joint_module: torch.fx.GraphModule, joint_inputs: Any, **partition_options: Any) -> Any:
+        forward, backward = partition_without_aliases(joint_module, joint_inputs, **partition_options)
+        ahead.remember(backward)
+        return forward, backward
 
     from torch.nn.attention import sdpa_kernel
 
@@ -376,7 +392,7 @@ def _compile_dynamo_graph(
                 fw_compiler=compiler("forward"),
                 bw_compiler=compiler("backward"),
                 inference_compiler=compiler("inference"),
-                partition_fn=partition_without_aliases,
+                partition_fn=partition_fn,
                 decompositions=decompositions(config.cpu_ops),
             )
     except _untraceable_errors() as error:

@@ -135,6 +135,9 @@ class CompileCache:
     def __init__(self, directory: Path | None):
         self.directory = directory
         self.memory: dict[str, tuple[ValidatedProgram, str | None]] = {}
+        self.compiled_ahead: set[str] = set()
+        """Keys of entries a child process compiled ahead for this one (`frontend.compile_ahead`) and no graph
+        has taken yet: the first graph to find one counts a compile, not a cache hit."""
 
     def _path(self, key: str, suffix: str = ".bundle") -> Path | None:
         return self.directory / f"{key}{suffix}" if self.directory is not None else None
@@ -221,3 +224,4 @@ def clear_memory() -> None:
     """Forget in-memory entries (the disk stays): the next lookup behaves as in a new process."""
     for cache in _CACHES.values():
         cache.memory.clear()
+        cache.compiled_ahead.clear()
