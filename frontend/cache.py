@@ -176,6 +176,10 @@ class CompileCache:
         entry = self.memory[key] = (program, metadata)
         return entry
 
+    def adopt(self, key: str, program: ValidatedProgram, metadata: str | None) -> None:
+        """Keep in memory an entry another process compiled (and wrote to disk, if the cache has a directory)."""
+        self.memory[key] = (program, metadata)
+
     def discard(self, key: str) -> None:
         """Forget the entry under `key`, in memory and on disk (one found corrupt)."""
         self.memory.pop(key, None)

@@ -167,7 +167,7 @@ class _Child:
             except (OSError, UnicodeDecodeError, bundle.BundleError) as error:
                 logger.warning("neuron-mlir: ignoring a program compiled ahead: %s", error)
                 continue
-            cache.put(key, program, metadata)
+            cache.adopt(key, program, metadata)  # on disk already, if the cache has a directory: the child's put
             cache.compiled_ahead.add(key)
 
     def abandon(self) -> None:
