@@ -29,8 +29,8 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     progress   bool: show graph, stage and pass of compiles longer than ~2 s on stderr (NEURON_MLIR_PROGRESS=0/1;
                by default on when stderr is a terminal and logging does not silence `neuron_mlir.progress`)
 
-A training graph's backward compiles in a forked child while the forward compiles and runs, where that can pay
-(`frontend/compile_ahead.py`; NEURON_MLIR_COMPILE_AHEAD=0 turns it off).
+    compile_ahead  bool: compile a training graph's backward in a forked child while the forward compiles and
+               runs, where that can pay (frontend/compile_ahead.py; NEURON_MLIR_COMPILE_AHEAD=0; default True)
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "stochastic_rounding", "cpu_ops", "cache",
-    "time_passes", "progress", "size_buckets", "verify",
+    "time_passes", "progress", "size_buckets", "verify", "compile_ahead",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -89,6 +89,9 @@ class CompileOptions:
     validated against the instruction set whatever this says (`runtime.validate`), and verifying each stage was
     about a seventh of a large graph's compile; on in strict mode, with a debug directory, and in the test suite
     (`NEURON_MLIR_VERIFY=1`), so a pass that breaks an invariant fails at its own stage there."""
+    compile_ahead: bool = True
+    """Compile a training graph's backward in a forked child while the forward compiles and runs, where that can
+    pay (`frontend.compile_ahead`)."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -118,6 +121,7 @@ class CompileOptions:
             stochastic_rounding=bool(options.get("stochastic_rounding", _flag("NEURON_RT_STOCHASTIC_ROUNDING_EN"))),
             size_buckets=bool(options.get("size_buckets", True)),
             verify=verify,
+            compile_ahead=bool(options.get("compile_ahead", os.environ.get("NEURON_MLIR_COMPILE_AHEAD", "1") != "0")),
         )
 
 

@@ -10,11 +10,12 @@ the backward, takes what the child made.
 
 Contract:
 - `AheadCompile.remember` is the partition's hook: it keeps the backward graph. `start` (from the forward's
-  compiler) forks the child unless compiling ahead is off (`enabled`) or cannot pay: one core, a platform
-  without a safe `fork` (only Linux is used), a debug directory or `time_passes` (whose files and printed times
-  come from compiling in the process), the compile cache off (the child's programs come back through it), a
-  process group initialised (its sockets and threads are not the child's to share), a graph of fewer than
-  `MIN_NODES` ops (compiled in about a second anyway), or `os.cpu_count() - 1` children already running.
+  compiler) forks the child unless compiling ahead is off (the `compile_ahead` option) or cannot pay: one core, a
+  platform without a safe `fork` (only Linux is used), a debug directory or `time_passes` (whose files and
+  printed times come from compiling in the process), the compile cache off (the child's programs come back
+  through it), a process group initialised (its sockets and threads are not the child's to share), a graph of
+  fewer than `MIN_NODES` ops (compiled in about a second anyway), or `os.cpu_count() - 1` children already
+  running.
 - The child compiles the graph as the parent would (progress display, logging and output off, one intra-op
   thread) and writes every program it added to the compile cache, with its metadata (the graph signature), to a
   private directory; then it exits without running the parent's exit handlers. It dies with the parent.
@@ -61,8 +62,8 @@ _CHILDREN: dict[int, int | None] = {}
 
 
 def enabled(options: CompileOptions) -> bool:
-    """Whether the options and the process allow compiling ahead (`NEURON_MLIR_COMPILE_AHEAD=0` turns it off)."""
-    if os.environ.get("NEURON_MLIR_COMPILE_AHEAD", "1").strip().lower() in ("", "0", "off", "false"):
+    """Whether the options (`compile_ahead`, NEURON_MLIR_COMPILE_AHEAD=0) and the process allow compiling ahead."""
+    if not options.compile_ahead:
         return False
     if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2:
         return False

@@ -118,14 +118,16 @@ def test_a_backward_never_asked_for_is_abandoned(small_graphs_ahead):
         CompileOptions(cache=False),  # the child's programs come back through the cache
     ],
 )
-def test_compile_ahead_is_off_where_it_cannot_pay(options, monkeypatch):
-    monkeypatch.setenv("NEURON_MLIR_COMPILE_AHEAD", "1")
+def test_compile_ahead_is_off_where_it_cannot_pay(options):
     assert not compile_ahead.enabled(options)
 
 
-def test_the_environment_turns_compile_ahead_off(monkeypatch):
-    monkeypatch.setenv("NEURON_MLIR_COMPILE_AHEAD", "0")
-    assert not compile_ahead.enabled(CompileOptions())
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+def test_the_option_the_environment_and_one_core_turn_compile_ahead_off(monkeypatch):
     monkeypatch.setenv("NEURON_MLIR_COMPILE_AHEAD", "1")
-    assert not compile_ahead.enabled(CompileOptions())
+    assert CompileOptions.from_user({}).compile_ahead
+    assert not compile_ahead.enabled(CompileOptions.from_user({"compile_ahead": False}))
+    monkeypatch.setenv("NEURON_MLIR_COMPILE_AHEAD", "0")
+    assert not compile_ahead.enabled(CompileOptions.from_user({}))
+    monkeypatch.setenv("NEURON_MLIR_COMPILE_AHEAD", "1")
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert not compile_ahead.enabled(CompileOptions.from_user({}))
