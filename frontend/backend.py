@@ -28,6 +28,9 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
     progress   bool: show graph, stage and pass of compiles longer than ~2 s on stderr (NEURON_MLIR_PROGRESS=0/1;
                by default on when stderr is a terminal and logging does not silence `neuron_mlir.progress`)
+
+    compile_ahead  bool: compile a training graph's backward in a forked child while the forward compiles and
+               runs, where that can pay (frontend/compile_ahead.py; NEURON_MLIR_COMPILE_AHEAD=0; default True)
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from neuron_mlir.frontend.compile_ahead import AheadCompile
 from neuron_mlir.frontend.compile_graph import compile_graph, names_op
 from neuron_mlir.frontend.data_dependent import specialise_split_points
 from neuron_mlir.frontend.float_constants import ValueSpecialised, float_constants, fold_scalar_arithmetic
@@ -56,7 +60,7 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "stochastic_rounding", "cpu_ops", "cache",
-    "time_passes", "progress", "size_buckets", "verify",
+    "time_passes", "progress", "size_buckets", "verify", "compile_ahead",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -85,6 +89,9 @@ class CompileOptions:
     validated against the instruction set whatever this says (`runtime.validate`), and verifying each stage was
     about a seventh of a large graph's compile; on in strict mode, with a debug directory, and in the test suite
     (`NEURON_MLIR_VERIFY=1`), so a pass that breaks an invariant fails at its own stage there."""
+    compile_ahead: bool = True
+    """Compile a training graph's backward in a forked child while the forward compiles and runs, where that can
+    pay (`frontend.compile_ahead`)."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -114,6 +121,7 @@ class CompileOptions:
             stochastic_rounding=bool(options.get("stochastic_rounding", _flag("NEURON_RT_STOCHASTIC_ROUNDING_EN"))),
             size_buckets=bool(options.get("size_buckets", True)),
             verify=verify,
+            compile_ahead=bool(options.get("compile_ahead", os.environ.get("NEURON_MLIR_COMPILE_AHEAD", "1") != "0")),
         )
 
 
@@ -358,11 +366,23 @@ def _compile_dynamo_graph(
     specialise_split_points(graph_module)
     route_composite_calls(graph_module, config.cpu_ops)
 
+    # The backward compiles in a child process while the forward compiles and runs (`frontend.compile_ahead`)
+    ahead = AheadCompile(config)
+
     def compiler(kind: str) -> AOTDispatchCompiler:
         def compile_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+            if kind == "forward":
+                ahead.start()
+            elif kind == "backward":
+                ahead.collect()
             return compile_graph(gm, example_inputs, config, kind)
 
         return compile_fn
+
+    def partition_fn(joint_module: torch.fx.GraphModule, joint_inputs: Any, **partition_options: Any) -> Any:
+        forward, backward = partition_without_aliases(joint_module, joint_inputs, **partition_options)
+        ahead.remember(backward)
+        return forward, backward
 
     from torch.nn.attention import sdpa_kernel
 
@@ -376,7 +396,7 @@ def _compile_dynamo_graph(
                 fw_compiler=compiler("forward"),
                 bw_compiler=compiler("backward"),
                 inference_compiler=compiler("inference"),
-                partition_fn=partition_without_aliases,
+                partition_fn=partition_fn,
                 decompositions=decompositions(config.cpu_ops),
             )
     except _untraceable_errors() as error:

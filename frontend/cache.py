@@ -135,6 +135,9 @@ class CompileCache:
     def __init__(self, directory: Path | None):
         self.directory = directory
         self.memory: dict[str, tuple[ValidatedProgram, str | None]] = {}
+        self.compiled_ahead: set[str] = set()
+        """Keys of entries a child process compiled ahead for this one (`frontend.compile_ahead`) and no graph
+        has taken yet: the first graph to find one counts a compile, not a cache hit."""
 
     def _path(self, key: str, suffix: str = ".bundle") -> Path | None:
         return self.directory / f"{key}{suffix}" if self.directory is not None else None
@@ -172,6 +175,10 @@ class CompileCache:
             return None
         entry = self.memory[key] = (program, metadata)
         return entry
+
+    def adopt(self, key: str, program: ValidatedProgram, metadata: str | None) -> None:
+        """Keep in memory an entry another process compiled (and wrote to disk, if the cache has a directory)."""
+        self.memory[key] = (program, metadata)
 
     def discard(self, key: str) -> None:
         """Forget the entry under `key`, in memory and on disk (one found corrupt)."""
@@ -221,3 +228,4 @@ def clear_memory() -> None:
     """Forget in-memory entries (the disk stays): the next lookup behaves as in a new process."""
     for cache in _CACHES.values():
         cache.memory.clear()
+        cache.compiled_ahead.clear()

@@ -243,7 +243,7 @@ def _compile_graph(
         started = time.perf_counter()
         looked_up = _look_up(graph_module, options, debug_dir)
         if looked_up.hit is not None:
-            return _wrap_cached(graph_module, name, options, looked_up.hit, started)
+            return _wrap_cached(graph_module, name, options, looked_up, started)
         stats_module.record_compile_seconds(time.perf_counter() - started)
     missing = unsupported_nodes(graph_module, options.cpu_ops)
     (imported, imported_text), illegal = _legality(graph_module, options, missing)
@@ -448,14 +448,12 @@ def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_
 
 
 def _wrap_cached(
-    graph_module: torch.fx.GraphModule,
-    name: str,
-    options: CompileOptions,
-    hit: tuple[ValidatedProgram, GraphSignature],
-    started: float,
+    graph_module: torch.fx.GraphModule, name: str, options: CompileOptions, looked_up: _Lookup, started: float
 ) -> Callable[[list[Any]], list[Any]]:
-    program, signature = hit
-    stats_module.record_cache_hit()
+    assert looked_up.hit is not None
+    assert looked_up.key is not None
+    program, signature = looked_up.hit
+    stats_module.record_found_in_cache(looked_up.key)
     return _wrapped(graph_module, name, program, signature, options, None, started)
 
 
@@ -495,7 +493,7 @@ def _compile_whole(
     if looked_up is None:
         looked_up = _look_up(graph_module, options, debug_dir)
         if looked_up.hit is not None:
-            return _wrap_cached(graph_module, name, options, looked_up.hit, started)
+            return _wrap_cached(graph_module, name, options, looked_up, started)
     with compile_progress(options.progress) as progress:
         progress.step(f"{name}: import")
         module, signature = (
@@ -516,8 +514,8 @@ def _compile_whole(
             # no FX key, or a signature the cache cannot keep: key by the imported IR (a hit needs no signature)
             key, metadata = cache_key(imported_text, options.target, __version__), None
             program = cache.get(key) if debug_dir is None else None
-        if program is not None:
-            stats_module.record_cache_hit()
+        if program is not None and key is not None:
+            stats_module.record_found_in_cache(key)
         else:
             program = _lower(module, name, debug_dir, imported_text, options.time_passes, progress, options.verify)
             if cache is not None and key is not None:

@@ -16,6 +16,8 @@ class Stats:
     compile_seconds: float = 0.0
     cache_hits: int = 0
     cache_misses: int = 0
+    compiled_ahead: int = 0
+    """Graphs whose program a child process compiled while the forward ran (`frontend.compile_ahead`)."""
     recompilations: int = 0
     size_notes: list[str] = field(default_factory=list)
     """Why a graph with symbolic sizes is compiled once per size, and calls outside a bucketed size range."""
@@ -32,6 +34,7 @@ class Stats:
             "compile_seconds": self.compile_seconds,
             "cache_hits": self.cache_hits,
             "cache_misses": self.cache_misses,
+            "compiled_ahead": self.compiled_ahead,
             "recompilations": self.recompilations,
             "size_notes": list(self.size_notes),
             "runs": self.runs,
@@ -74,6 +77,19 @@ def record_cache_hit() -> None:
 
 def record_cache_miss() -> None:
     STATS.cache_misses += 1
+
+
+def record_found_in_cache(key: str) -> None:
+    """A graph's program found in the compile cache under `key`: a hit, or the taking of a program compiled ahead
+    for it (counted once as such)."""
+    from neuron_mlir.frontend.cache import compile_cache
+
+    ahead = compile_cache().compiled_ahead
+    if key in ahead:
+        ahead.discard(key)
+        STATS.compiled_ahead += 1
+    else:
+        STATS.cache_hits += 1
 
 
 def record_recompilation() -> None:
