@@ -2809,12 +2809,10 @@ def emit_phase_input_gradient(
                     product = e.insert(tile.MatmulOp(stationary, moving, result_type, product)).result
             assert product is not None
             if rank == 2:
-                for i in range(rows_here):
-                    # one row of the phase's products, at its residue in the input rows
-                    line_type = TileType((cs, cols_here), f32, Memory.PSUM)
-                    line = e.insert(tile.ExtractOp(product, [e.index(i * cols_here)], line_type)).result
-                    at_row = [e.index(phase[0].residue + i * stride[0]), e.index(phase[1].residue)]
-                    value = e.insert(tile.InsertOp(line, value, at_row, [stride[1]])).result
+                # the phase's products, rows of cols_here, at their residue in the input rows: one copy out of PSUM
+                at_row = [e.index(phase[0].residue), e.index(phase[1].residue)]
+                window = (rows_here, cols_here)
+                value = e.insert(tile.InsertOp(product, value, at_row, list(stride), window)).result
             else:
                 value = e.insert(tile.InsertOp(product, value, [e.index(phase[0].residue)], [stride[0]])).result
         start = e.mul(m0, stride[0])
