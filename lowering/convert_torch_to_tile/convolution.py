@@ -664,9 +664,20 @@ def _weight_panel(
             at = [e2.index(i) for i in (t, k, column)]
             return [e2.insert(tile.InsertOp(transposed, carried[0], at)).result]
 
+        if taps <= STRAIGHT_TAP_TRANSPOSES:
+            # straight code: each tap's transpose has a PSUM buffer of its own, so TensorE transposes the next
+            # tap while the last one is copied out (in a loop, every trip's transpose waits for the trip before's
+            # copy out of the one buffer)
+            for k in range(taps):
+                acc = per_tap(e, k, [acc])[0]
+            return acc
         return carry(e, 0, taps, 1, [acc], per_tap)[0]
 
     return _fold_channel_tiles(em, cin_g, k_tile, channel_tile, panel)
+
+
+# Kernel taps up to which `_weight_panel` transposes each tap's block in straight code rather than a loop.
+STRAIGHT_TAP_TRANSPOSES = 9
 
 
 # Contiguous bytes per partition from which a DMA runs at its full rate (the cost model's curve).
