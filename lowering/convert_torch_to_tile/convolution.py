@@ -1890,11 +1890,12 @@ def _insert_tap_windows(
     offset: int,
     into: SSAValue,
     slot: Sequence[Index] = (),
+    first_channel: int = 0,
 ) -> SSAValue:
     """Insert tap `k_idx`'s windows of `bands` ([(band, first channel, channels)]: channel tiles of one block of
-    input rows), transposed on TensorE to [positions, channels], into `into` at [*slot, channel * taps + tap]
-    with the taps innermost (the weight's own order). The windows start `offset` positions (times the stride)
-    into the band along the first dim a position tile spans."""
+    input rows), transposed on TensorE to [positions, channels], into `into` at [*slot, (channel -
+    first_channel) * taps + tap] with the taps innermost (the weight's own order). The windows start `offset`
+    positions (times the stride) into the band along the first dim a position tile spans."""
     tap = _flat_tap(em, k_idx, wg.kernel)
     at = [em.mul(k, d) for k, d in zip(k_idx, wg.dilation, strict=True)]
     lead = len(wg.lead)
@@ -1903,7 +1904,7 @@ def _insert_tap_windows(
         window_type = TileType((size, *positions), element_type_of(wg.xp), Memory.SBUF)
         taken = em.insert(tile.ExtractOp(band, [em.index(i) for i in at], window_type, wg.tail_stride)).result
         transposed = em.insert(tile.TransposeOp(taken)).result
-        column = em.add(c0 * wg.taps, tap)
+        column = em.add((c0 - first_channel) * wg.taps, tap)
         at_column = [*(em.index(i) for i in slot), em.index(column)]
         into = em.insert(tile.InsertOp(transposed, into, at_column, [wg.taps])).result
     return into
@@ -2146,18 +2147,25 @@ def _weight_gradient_resident(
     ci_tiles = -(-wg.cin_g // wg.k_tile)
     straight = ci_tiles * taps * plan.group <= STRAIGHT_TRANSPOSES
     selectors = tap_selectors(em, wg, x_type) if folds_taps(wg) else None
+    # The input's panel is cut into buffers of whole channel tiles, each at least a PSUM bank's columns where the
+    # channel tiles allow (a product's columns never straddle two): inserts into one buffer keep one engine, so
+    # the copies of the transposes out of PSUM, one per tap and channel tile, split between VectorE and ScalarE
+    # (ResNet's 3 x 3 / 2: 72 of them all on ScalarE before).
+    per_panel = max(1, wg.n_tile // (wg.k_tile * taps))
+    x_groups = [(c0, min(per_panel * wg.k_tile, wg.cin_g - c0)) for c0 in range(0, wg.cin_g, per_panel * wg.k_tile)]
 
     def build_panels(e: LoopNestBuilder, g: Index) -> Callable[[LoopNestBuilder], None]:
         """Emit group g's panels; return what emits its products and stores from them."""
         go_panel: SSAValue = e.insert(
             tile.EmptyOp(TileType((plan.positions_max, plan.slots, wg.cout_g), g_type, Memory.SBUF))
         ).result
-        x_panel: SSAValue = e.insert(
-            tile.EmptyOp(TileType((plan.positions_max, plan.slots, wg.cin_g * taps), x_type, Memory.SBUF))
-        ).result
+        x_panels: list[SSAValue] = [
+            e.insert(tile.EmptyOp(TileType((plan.positions_max, plan.slots, size * taps), x_type, Memory.SBUF))).result
+            for _, size in x_groups
+        ]
 
         def block(e2: LoopNestBuilder, idx: list[Index], panels: list[SSAValue], kind: _TileKind) -> list[SSAValue]:
-            go_p, x_p = panels
+            go_p, *x_ps = panels
             n, *rest = idx
             lead_idx = rest[: len(lead)]
             flat: Index = n
@@ -2207,24 +2215,41 @@ def _weight_gradient_resident(
                     offset: int = offset,
                     slot: Index = slot,
                 ) -> list[SSAValue]:
-                    return [_insert_tap_windows(e3, wg, k_idx, bands, positions, offset, v[0], [slot])]
+                    return [
+                        _insert_tap_windows(
+                            e3,
+                            wg,
+                            k_idx,
+                            [band for band in bands if first <= band[1] < first + size],
+                            positions,
+                            offset,
+                            panel,
+                            [slot],
+                            first,
+                        )
+                        for panel, (first, size) in zip(v, x_groups, strict=True)
+                    ]
 
                 if selectors is not None:
-                    x_p = _insert_taps_folded(e2, wg, bands, positions, offset, x_p, [slot], selectors)
+                    assert len(x_ps) == 1, "folded taps have one channel tile"
+                    x_ps = [_insert_taps_folded(e2, wg, bands, positions, offset, x_ps[0], [slot], selectors)]
                 elif straight:
                     for k_idx in itertools.product(*(range(k) for k in wg.kernel)):
-                        [x_p] = taps_step(e2, list(k_idx), [x_p])
+                        x_ps = taps_step(e2, list(k_idx), x_ps)
                 else:
-                    [x_p] = _carry_nest(e2, wg.kernel, [x_p], taps_step)
-            return [go_p, x_p]
+                    x_ps = _carry_nest(e2, wg.kernel, x_ps, taps_step)
+            return [go_p, *x_ps]
 
-        panels: list[SSAValue] = [go_panel, x_panel]
+        panels: list[SSAValue] = [go_panel, *x_panels]
         for kind in kinds:
             panels = _carry_nest(e, [wg.batch, *lead, *kind.counts], panels, functools.partial(block, kind=kind))
-        go_panel, x_panel = panels
+        go_panel, *x_panels = panels
 
-        def block_product(e2: LoopNestBuilder, co0: Index, co_size: int, j0: int, js: int) -> SSAValue:
-            """[co, j0 : j0 + js] of the weight gradient's rows, summed over every position tile in PSUM."""
+        def block_product(
+            e2: LoopNestBuilder, co0: Index, co_size: int, x_panel: SSAValue, j0: int, js: int
+        ) -> SSAValue:
+            """[co, j0 : j0 + js] of `x_panel`'s columns of the weight gradient's rows, summed over every position
+            tile in PSUM."""
             acc: SSAValue | None = None
             for kind in kinds:
                 for p in range(len(kind.parts)):
@@ -2255,9 +2280,10 @@ def _weight_gradient_resident(
         def output_rows(e2: LoopNestBuilder, co0: Index, co_size: int) -> None:
             width = wg.cin_g * taps
             row = e2.insert(tile.EmptyOp(TileType((co_size, width), wg.out_element_type, Memory.SBUF))).result
-            for j0 in range(0, width, wg.n_tile):
-                product = block_product(e2, co0, co_size, j0, min(wg.n_tile, width - j0))
-                row = e2.insert(tile.InsertOp(product, row, [e2.index(j0)])).result
+            for x_panel, (first, size) in zip(x_panels, x_groups, strict=True):
+                for j0 in range(0, size * taps, wg.n_tile):
+                    product = block_product(e2, co0, co_size, x_panel, j0, min(wg.n_tile, size * taps - j0))
+                    row = e2.insert(tile.InsertOp(product, row, [e2.index(first * taps + j0)])).result
             _store(e2, row, gw_rows, [e2.add(e2.mul(g, wg.cout_g), co0), 0], (0, 1))
 
         def multiply_out(e: LoopNestBuilder) -> None:
