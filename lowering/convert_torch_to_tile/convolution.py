@@ -555,6 +555,32 @@ def _for_tiles_unrolled(
         body(em, full * size, remainder)
 
 
+def _for_tile_groups(
+    em: LoopNestBuilder,
+    extent: int,
+    size: int,
+    factor: int,
+    body: Callable[[LoopNestBuilder, list[tuple[Index, int]]], None],
+) -> None:
+    """`_for_tiles_unrolled`, its tiles handed to `body` together as [(offset, size)]: `factor` full tiles per
+    loop trip, then the full tiles left over and the partial last one as one more group."""
+    full, remainder = divmod(extent, size)
+    trips, left = divmod(full, factor)
+    if factor <= 1 or trips == 0:
+        em.for_tiles(extent, size, lambda e, offset, count: body(e, [(offset, count)]))
+        return
+
+    def group(e: LoopNestBuilder, base: Index, _: int) -> None:
+        body(e, [(e.add(base, j * size), size) for j in range(factor)])
+
+    em.for_tiles(trips * factor * size, factor * size, group)
+    rest: list[tuple[Index, int]] = [((trips * factor + j) * size, size) for j in range(left)]
+    if remainder:
+        rest.append((full * size, remainder))
+    if rest:
+        body(em, rest)
+
+
 def _band_extent(positions: int, kernel: int, stride: int, dilation: int) -> int:
     """Input elements along one dim that `positions` outputs read: first window start to last window end."""
     return (positions - 1) * stride + (kernel - 1) * dilation + 1
@@ -2366,6 +2392,40 @@ def contracts_output_rows(
     )
 
 
+def _row_chunks(kernel_columns: int, per_chunk: int) -> list[tuple[int, int]]:
+    """The kernel columns in chunks of at most `per_chunk`, as even as their count allows: (first, count)."""
+    chunk_count = -(-kernel_columns // per_chunk)
+    per_chunk = -(-kernel_columns // chunk_count)
+    return [(k0, min(per_chunk, kernel_columns - k0)) for k0 in range(0, kernel_columns, per_chunk)]
+
+
+def _rows_per_window(
+    channels: int,
+    kernel_rows: int,
+    kernel_columns: int,
+    row_stride: int,
+    row_dilation: int,
+    group: int,
+    out_rows: int,
+    k_tile: int,
+) -> int:
+    """How many consecutive output rows `emit_row_convolution` reads from one transposed window: two when the
+    window of both rows' input rows (kernel_rows + row_stride / row_dilation per kernel column and channel) takes
+    no more chunks of at most `k_tile` rows than one row's, else one.
+
+    Each row then keeps its own matmuls (stationaries with zeros at the other row's input rows, so TensorE streams
+    the same columns), but the window's transposes, and their copies out of PSUM, serve two rows: ResNet's 7 x 7 /
+    2 stem, 27 rows per kernel column where one row reads 21, transposes two chunks (four and three kernel
+    columns) per two output rows instead of per row."""
+    if group != 1 or row_stride % row_dilation or out_rows % 2:
+        return 1
+    one, two = channels * kernel_rows, channels * (kernel_rows + row_stride // row_dilation)
+    if two > k_tile:
+        return 1
+    fewer = len(_row_chunks(kernel_columns, k_tile // two)) <= len(_row_chunks(kernel_columns, k_tile // one))
+    return 2 if fewer else 1
+
+
 def row_group(out_rows: int, out_columns: int, row_padding: int, k_tile: int) -> int:
     """How many output rows share the partitions of `_transposed_input`: as many as fit `k_tile` and divide the
     output rows, without row padding (1 otherwise). ConvNeXt's stem (56 columns) takes two per transpose and
@@ -2486,38 +2546,52 @@ def emit_row_convolution(
     out_rows = (padded_rows - dilation[0] * (kernel_rows - 1) - 1) // stride[0] + 1
     out_columns = (width + 2 * padding[1] - dilation[1] * (kernel_columns - 1) - 1) // stride[1] + 1
     x_type = element_type_of(x)
-    part = channels * kernel_rows  # rows of one kernel column
-    per_chunk = k_tile // part
-    chunk_count = -(-kernel_columns // per_chunk)
-    per_chunk = -(-kernel_columns // chunk_count)  # balanced
-    chunks = [(k0, min(per_chunk, kernel_columns - k0)) for k0 in range(0, kernel_columns, per_chunk)]
+    group = row_group(out_rows, out_columns, padding[0], k_tile)
+    # `shared` consecutive output rows read one window of window_rows input rows per (kernel column, channel)
+    shared = _rows_per_window(channels, kernel_rows, kernel_columns, stride[0], dilation[0], group, out_rows, k_tile)
+    window_rows = kernel_rows + (shared - 1) * (stride[0] // dilation[0])
+    part = channels * window_rows  # rows of one kernel column
+    chunks = _row_chunks(kernel_columns, k_tile // part)
     out = alloc(em, (batch, cout, out_rows, out_columns), out_element_type)
     output = _ConvolutionOutput(em, out, bias, whole_rows=True)
-    group = row_group(out_rows, out_columns, padding[0], k_tile)
     rows_extent = _grouped_rows_extent(out_rows, group, kernel_rows, stride[0], dilation[0])
     block_rows = max(group, min(out_rows, n_tile // out_columns) // group * group)
+    if shared > 1:
+        # each of the `shared` products of a block fills a PSUM bank
+        block_rows = max(shared, min(out_rows, shared * (n_tile // out_columns)) // shared * shared)
     w_rows_layout = layout_of(w).reshape((cout, channels * kernel_rows * kernel_columns))
     assert w_rows_layout is not None, "a convolution weight is contiguous"
     w_rows = view(em, w, w_rows_layout)
     co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
 
-    # the stationaries: per output-channel tile and chunk, the filter's [(kw, c, kh), co] rows
-    stationaries: list[list[SSAValue]] = []
+    # the stationaries: per output-channel tile, chunk and output row i of the rows sharing a window, the filter's
+    # [(kw, c, r), co] rows, w[co, c, r - i * stride / dilation, kw] where that is a kernel row, zeros elsewhere
+    stationaries: list[list[list[SSAValue]]] = []
+    row_shift = stride[0] // dilation[0]
     for co0, co_size in co_tiles:
-        rows = load(em, w_rows, [co0, 0], (co_size, part * kernel_columns), x_type)
-        per_tile: list[SSAValue] = []
+        rows = load(em, w_rows, [co0, 0], (co_size, channels * kernel_rows * kernel_columns), x_type)
+        per_tile: list[list[SSAValue]] = []
         for k0, ks in chunks:
-            gathered: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, ks, part), x_type, Memory.SBUF))).result
-            for j in range(ks):
-                column_type = TileType((co_size, part), x_type, Memory.SBUF)
-                column = em.insert(tile.ExtractOp(rows, [em.index(k0 + j)], column_type, [kernel_columns])).result
-                gathered = em.insert(tile.InsertOp(column, gathered, [em.index(j), em.index(0)])).result
-            # copied into a tile of its own: kept as the transpose's PSUM buffer, every chunk of every output-channel
-            # tile would hold PSUM for the whole convolution (fp32 ViT patches: 48 buffers, out of PSUM)
-            panel_type = TileType((ks * part, co_size), x_type, Memory.SBUF)
-            panel = em.insert(tile.EmptyOp(panel_type)).result
-            transposed = em.insert(tile.TransposeOp(gathered)).result
-            per_tile.append(em.insert(tile.InsertOp(transposed, panel, [em.index(0)])).result)
+            per_row: list[SSAValue] = []
+            for i in range(shared):
+                gathered_type = TileType((co_size, ks, channels, window_rows), x_type, Memory.SBUF)
+                gathered: SSAValue = em.insert(
+                    tile.FillOp(0.0, gathered_type) if shared > 1 else tile.EmptyOp(gathered_type)
+                ).result
+                for j in range(ks):
+                    column_type = TileType((co_size, channels * kernel_rows), x_type, Memory.SBUF)
+                    column = em.insert(tile.ExtractOp(rows, [em.index(k0 + j)], column_type, [kernel_columns])).result
+                    at = [em.index(j), em.index(0), em.index(i * row_shift)]
+                    window = (channels, kernel_rows)
+                    gathered = em.insert(tile.InsertOp(column, gathered, at, None, window)).result
+                # copied into a tile of its own: kept as the transpose's PSUM buffer, every chunk of every
+                # output-channel tile would hold PSUM for the whole convolution (fp32 ViT patches: 48 buffers, out
+                # of PSUM)
+                panel_type = TileType((ks * part, co_size), x_type, Memory.SBUF)
+                panel = em.insert(tile.EmptyOp(panel_type)).result
+                transposed = em.insert(tile.TransposeOp(gathered)).result
+                per_row.append(em.insert(tile.InsertOp(transposed, panel, [em.index(0)])).result)
+            per_tile.append(per_row)
         stationaries.append(per_tile)
 
     def per_element(e: LoopNestBuilder, n: Index) -> None:
@@ -2525,29 +2599,60 @@ def emit_row_convolution(
             e, x, n, out_columns, kernel_columns, padding, stride[1], dilation[1], group, stride[0], rows_extent
         )
 
-        def block(e2: LoopNestBuilder, oh0: Index, count: int) -> None:
+        def transposed_patches(e2: LoopNestBuilder, oh0: Index, count: int) -> list[SSAValue]:
+            windows = count // (group * shared)  # transposes per chunk
             patches = []
             for k0, ks in chunks:
                 panel: SSAValue = e2.insert(
-                    tile.EmptyOp(TileType((ks * part, count // group, group * out_columns), x_type, Memory.SBUF))
+                    tile.EmptyOp(TileType((ks * part, windows, group * out_columns), x_type, Memory.SBUF))
                 ).result
-                for j in range(count // group):
-                    window_type = TileType((group * out_columns, ks, channels, kernel_rows), x_type, Memory.SBUF)
-                    at = [e2.index(k0), e2.index(0), e2.index(e2.mul(e2.add(oh0, j * group), stride[0]))]
+                for j in range(windows):
+                    window_type = TileType((group * out_columns, ks, channels, window_rows), x_type, Memory.SBUF)
+                    first_row = e2.add(oh0, j * group * shared)
+                    at = [e2.index(k0), e2.index(0), e2.index(e2.mul(first_row, stride[0]))]
                     window = e2.insert(tile.ExtractOp(xt, at, window_type, [1, 1, dilation[0]])).result
                     transposed = e2.insert(tile.TransposeOp(window)).result
                     panel = e2.insert(tile.InsertOp(transposed, panel, [e2.index(j), e2.index(0)])).result
                 patches.append(panel)
+            return patches
+
+        def multiply(e2: LoopNestBuilder, oh0: Index, count: int, patches: list[SSAValue]) -> None:
+            windows = count // (group * shared)
             for (co0, co_size), per_tile in zip(co_tiles, stationaries, strict=True):
-                acc: SSAValue | None = None
-                for stationary, panel in zip(per_tile, patches, strict=True):
-                    result_type = TileType((co_size, count * out_columns), f32, Memory.PSUM)
-                    acc = e2.insert(tile.MatmulOp(stationary, panel, result_type, acc)).result
-                assert acc is not None
-                output.store(e2, acc, n, co0, co_size, [], oh0, 0)
+                products: list[SSAValue] = []
+                for i in range(shared):
+                    acc: SSAValue | None = None
+                    for per_row, panel in zip(per_tile, patches, strict=True):
+                        result_type = TileType((co_size, windows * group * out_columns), f32, Memory.PSUM)
+                        acc = e2.insert(tile.MatmulOp(per_row[i], panel, result_type, acc)).result
+                    assert acc is not None
+                    products.append(acc)
+                if shared == 1:
+                    output.store(e2, products[0], n, co0, co_size, [], oh0, 0)
+                    continue
+                # product i holds output rows oh0 + i, oh0 + i + shared, ...: one copy each into the block's rows
+                rows_type = TileType((co_size, count, out_columns), out_element_type, Memory.SBUF)
+                block_rows_tile: SSAValue = e2.insert(tile.EmptyOp(rows_type)).result
+                column = output.bias_tile(e2, co0, co_size)
+                for i, product in enumerate(products):
+                    value = product
+                    if column is not None:
+                        biased = TileType((co_size, windows * out_columns), out_element_type, Memory.SBUF)
+                        value = e2.insert(tile.BinaryScalarOp(product, "add", biased, column=column)).result
+                    at = [e2.index(i), e2.index(0)]
+                    window = (windows, out_columns)
+                    block_rows_tile = e2.insert(tile.InsertOp(value, block_rows_tile, at, [shared, 1], window)).result
+                _store(e2, block_rows_tile, out, [n, co0, oh0, 0], (1, 2, 3))
+
+        def blocks(e2: LoopNestBuilder, tiles: list[tuple[Index, int]]) -> None:
+            # every block's transposes before the first block's matmuls: TensorE transposes the next block while
+            # the last one's copies out of PSUM run, where block by block each matmul waited for them
+            patches = [transposed_patches(e2, oh0, count) for oh0, count in tiles]
+            for (oh0, count), block_patches in zip(tiles, patches, strict=True):
+                multiply(e2, oh0, count, block_patches)
 
         # several blocks per loop trip: a loop's store keeps its DMA queue on every trip
-        _for_tiles_unrolled(e, out_rows, block_rows, UNROLL_TILES, block)
+        _for_tile_groups(e, out_rows, block_rows, UNROLL_TILES, blocks)
 
     em.for_each(batch, per_element)
     return out
