@@ -3166,12 +3166,14 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
                     em, xp, grad_out, kernel, stride, dilation, result_element_type(op, 1)
                 )
             else:
-                # with grad_output shared, the input gradient's products wait only for the weight's rows, which
-                # load behind the weight gradient's operands: the weight gradient's products fill TensorE's wait
-                # (ResNet's 1 x 1 / 2: backward 29.1 -> 27.1 us). Overlapping windows' input gradient, several
-                # taps per phase, kept them deferred while its phases left PSUM row by row (ResNet's 3 x 3 / 2:
-                # 39.0 us deferred, 41.2 not); copied out whole, not deferring is the faster (26.6 -> 25.9 us).
-                later = deferred if on_chip is None else None
+                # with grad_output shared and no margin read (windows that do not overlap: one tap per input
+                # position), the input gradient's few products wait only for the weight's rows, which load
+                # behind the weight gradient's operands: the weight gradient's products fill TensorE's wait
+                # (ResNet's 1 x 1 / 2: backward 29.1 -> 27.1 us). Overlapping windows' input gradient has
+                # several taps per phase, and the weight gradient's products stay deferred (its 3 x 3 / 2: 39.0
+                # us deferred, 41.2 not).
+                overlapping = margins is not None and any(m > 0 for m in (*margins[0], *margins[1]))
+                later = deferred if on_chip is None or overlapping else None
                 gw = _direct_weight_gradient(
                     em, x, w, grad_out, stride, padding, dilation, groups, result_element_type(op, 1), later, on_chip
                 )
