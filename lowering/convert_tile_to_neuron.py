@@ -368,6 +368,8 @@ def _insert_loading_in_place(conv: _FunctionConversion, load: tile.LoadOp) -> ti
     insert = use.operation
     if not isinstance(insert, tile.InsertOp) or use.index != 0 or insert.parent_block() is not load.parent_block():
         return None
+    if insert.window is not None:  # the load's own shape is not the window's
+        return None
     dest = insert.dest.type
     if not isinstance(dest, TileType) or dest.element_type != load.tile_type().element_type:
         return None
@@ -573,8 +575,7 @@ def _insert(conv: _FunctionConversion, op: Operation) -> None:
     buffer = conv.result_buffer(em, op, conv.buffer(op.dest) if in_place else None)
     if not in_place:  # others still read the destination: insert into a copy
         conv.emit(em, neuron.TensorCopyOp, Engine.VECTOR, {"dst": full_access(buffer), "src": conv.access(op.dest)})
-    value = op.value.type
-    assert isinstance(value, TileType)
+    value = op.window_type()
     if buffer not in conv.insert_engines:
         engines = (Engine.VECTOR, Engine.SCALAR)
         conv.insert_engines[buffer] = engines[len(conv.insert_engines) % len(engines)]

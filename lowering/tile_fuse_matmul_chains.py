@@ -113,7 +113,9 @@ def _whole_load(value: SSAValue) -> tile.LoadOp | None:
     while isinstance(owner, tile.InsertOp):
         piece = owner.value.owner
         offsets = [integer_constant(index) for index in owner.indices]
-        if owner.steps is not None or not isinstance(piece, tile.LoadOp) or len(offsets) != 2:
+        if owner.steps is not None or owner.window is not None or not isinstance(piece, tile.LoadOp):
+            return None
+        if len(offsets) != 2:
             return None
         if offsets[0] is None or offsets[1] is None:
             return None
@@ -305,6 +307,8 @@ def _panel_step(loop: scf.ForOp, position: int) -> tuple[SSAValue, list[Operatio
     carried, iv = body.args[position + 1], body.args[0]
     insert = yielded.operands[position].owner
     if not isinstance(insert, tile.InsertOp) or insert.dest is not carried or insert.parent_block() is not body:
+        return None
+    if insert.window is not None:
         return None
     if len(insert.indices) != 2 or insert.indices[0] is not iv or integer_constant(insert.indices[1]) != 0:
         return None

@@ -681,8 +681,15 @@ class InsertOp(IRDLOperation):
     The value may come from PSUM (an evacuation into a slice of an SBUF tile). When `dest` has no other use
     the update happens in place.
 
+    `window` (the window's free dimensions, when they are not the value's) writes the value's elements of each
+    partition row-major into a window of that shape, as many of them: a matmul's [P, rows * columns] product
+    lands in rows of a larger tile, every `steps`-th element, in one copy where one per row would each pay the
+    engine's fixed cost.
+
     ```mlir
     %at2 = tile.insert %t, %at[%k, %c0] : !tile.tile<128x128xbf16, psum>, !tile.tile<128x32x128xbf16, sbuf>
+    %g2 = tile.insert %p, %g[%c1, %c0] {window = array<i64: 14, 14>, steps = array<i64: 2, 2>}
+        : !tile.tile<128x196xf32, psum>, !tile.tile<128x28x28xbf16, sbuf>
     ```
     """
 
@@ -694,23 +701,39 @@ class InsertOp(IRDLOperation):
     indices = var_operand_def(IndexType)
     result = result_def(T)
     steps = opt_prop_def(DenseArrayBase)
+    window = opt_prop_def(DenseArrayBase)
 
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)"
 
     def __init__(
-        self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue], steps: Sequence[int] | None = None
+        self,
+        value: SSAValue,
+        dest: SSAValue,
+        indices: Sequence[SSAValue],
+        steps: Sequence[int] | None = None,
+        window: Sequence[int] | None = None,
     ):
         props = {}
         if steps is not None and any(step != 1 for step in steps):
             props["steps"] = DenseArrayBase.from_list(i64, list(steps))
+        if window is not None and tuple(window) != _tile(value).get_shape()[1:]:
+            props["window"] = DenseArrayBase.from_list(i64, list(window))
         init_op(self, operands=[value, dest, indices], result_types=[dest.type], properties=props)
 
+    def window_type(self) -> TileType:
+        """The value's type in the shape of the window it fills (the value's own unless `window` says otherwise)."""
+        value = _tile(self.value)
+        if self.window is None:
+            return value
+        shape = (value.partitions, *(int(v) for v in self.window.get_values()))
+        return TileType(shape, value.element_type, value.memory)
+
     def step_values(self) -> tuple[int, ...]:
-        """The step of each free dimension of the value inside `dest` (1 unless `steps` says otherwise)."""
+        """The step of each free dimension of the window inside `dest` (1 unless `steps` says otherwise)."""
         if self.steps is None:
-            return (1,) * (len(_tile(self.value).get_shape()) - 1)
+            return (1,) * (len(self.window_type().get_shape()) - 1)
         return tuple(int(step) for step in self.steps.get_values())
 
     def verify_(self) -> None:
@@ -719,7 +742,11 @@ class InsertOp(IRDLOperation):
             raise _error(self, f"the result type {result} differs from the destination's {dest}")
         if dest.memory is not Memory.SBUF:
             raise _error(self, f"tiles are inserted into SBUF tiles, got {dest}")
-        _check_window(self, dest, value, self.indices, "the value", self.step_values())
+        window = self.window_type()
+        if window.free_size != value.free_size:
+            shape = list(window.get_shape()[1:])
+            raise _error(self, f"a window of {shape} does not hold the {value.free_size} elements of {value}")
+        _check_window(self, dest, window, self.indices, "the value", self.step_values())
 
 
 class _ElementwiseOp(IRDLOperation):

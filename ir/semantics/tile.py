@@ -180,7 +180,8 @@ def _insert(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> li
     assert isinstance(op, tile.InsertOp)
     value, dest, *indices = args
     result = np.array(dest)
-    result[_window(dest.shape, value.shape, indices, op.step_values())] = alu.cast(value, result.dtype)
+    shape = op.window_type().get_shape()
+    result[_window(dest.shape, shape, indices, op.step_values())] = alu.cast(value.reshape(shape), result.dtype)
     return [result]
 
 

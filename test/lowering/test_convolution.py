@@ -365,6 +365,10 @@ ROW_CONVOLUTION_CASES = [
     ("patchify_two_rows_per_tile", (2, 3, 16, 200), (5, 3, 4, 4), (4, 4), (0, 0), (1, 1), (2, 5, 4, 50)),
     ("dilated_two_rows_per_tile", (1, 2, 10, 60), (130, 2, 3, 3), (1, 1), (0, 1), (2, 1), (1, 130, 6, 60)),
     ("patches_wider_than_a_bank", (1, 3, 28, 700), (4, 3, 14, 14), (14, 14), (0, 0), (1, 1), (1, 4, 2, 50)),
+    # two output rows to a window (their input rows 2 apart, dilated ones 1 kernel row apart), in blocks of 16
+    # rows and a partial last one
+    ("stem_blocks_and_a_partial_one", (1, 3, 67, 127), (5, 3, 7, 7), (2, 2), (3, 3), (1, 1), (1, 5, 34, 64)),
+    ("dilated_rows_sharing_windows", (1, 2, 41, 70), (3, 2, 3, 5), (2, 1), (1, 2), (2, 1), (1, 3, 20, 70)),
 ]
 
 

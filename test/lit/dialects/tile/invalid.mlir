@@ -355,6 +355,22 @@ func.func @insert_too_wide(%v: !tile.tile<64x50xf32, psum>, %x: !tile.tile<64x40
 
 // -----
 
+func.func @insert_window_count(%v: !tile.tile<7x20xf32, psum>, %d: !tile.tile<7x7x9xf32, sbuf>, %i: index) {
+  %w = tile.insert %v, %d[%i, %i] {window = array<i64: 4, 4>} : !tile.tile<7x20xf32, psum>, !tile.tile<7x7x9xf32, sbuf>
+  func.return
+}
+// CHECK: tile.insert: a window of [4, 4] does not hold the 20 elements of !tile.tile<7x20xf32, psum>
+
+// -----
+
+func.func @insert_window_too_wide(%v: !tile.tile<7x20xf32, psum>, %d: !tile.tile<7x7x9xf32, sbuf>, %i: index) {
+  %w = tile.insert %v, %d[%i, %i] {window = array<i64: 2, 10>} : !tile.tile<7x20xf32, psum>, !tile.tile<7x7x9xf32, sbuf>
+  func.return
+}
+// CHECK: tile.insert: the value !tile.tile<7x2x10xf32, psum> does not fit in the trailing free dimensions of !tile.tile<7x7x9xf32, sbuf>
+
+// -----
+
 // ---- elementwise ----------------------------------------------------------------------------------------------
 
 func.func @elementwise_too_many_partitions(%x: !tile.tile<129x4xf32, sbuf>) {

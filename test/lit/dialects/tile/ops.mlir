@@ -341,6 +341,10 @@ func.func @strided_insert_and_transpose(%go: !tile.tile<7x4x5xf32, sbuf>, %zeros
   %c0 = arith.constant 0 : index
   // CHECK: tile.insert %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
   %spread = tile.insert %go, %zeros[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
+  // a flat [7, 20] product written as the 4 x 5 window of rows it holds, every second row and column
+  // CHECK: tile.insert %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>, window = array<i64: 4, 5>} : !tile.tile<7x20xf32, psum>, !tile.tile<7x7x9xf32, sbuf>
+  %flat = tile.empty : !tile.tile<7x20xf32, psum>
+  %rows = tile.insert %flat, %zeros[%c0, %c0] {steps = array<i64: 2, 2>, window = array<i64: 4, 5>} : !tile.tile<7x20xf32, psum>, !tile.tile<7x7x9xf32, sbuf>
   // CHECK: tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
   %t = tile.transpose %go : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
   func.return %spread, %t : !tile.tile<7x7x9xf32, sbuf>, !tile.tile<20x7xf32, psum>
