@@ -625,6 +625,8 @@ def _move_one_by_one(
                 trial = prefix.copy()
                 for later in steps[index:] + steps * (rounds - 1):
                     trial.issue(later, _engine(later, engines))
+                    if trial.end >= best:  # the span only grows from here
+                        break
                 if trial.end < best:
                     best, chosen = trial.end, engine
             engines[op] = chosen
