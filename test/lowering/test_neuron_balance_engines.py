@@ -1,4 +1,5 @@
-"""neuron-balance-engines' cost in a block's length (the assignments and moves themselves: test/lit/lowering).
+"""neuron-balance-engines' cost in a block's length and its move-by-move improvement of a straight-line block (the
+assignments and moves themselves: test/lit/lowering).
 
 Each PSUM evacuation may sink to just before the first op that touches its tile. Finding that op by walking the
 block forward from the evacuation made the pass quadratic in a block whose evacuations are read late: n tiles
@@ -18,7 +19,8 @@ from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
 from neuron_mlir.ir.dialects import neuron
-from neuron_mlir.lowering.neuron_balance_engines import NeuronBalanceEnginesPass
+from neuron_mlir.lowering import neuron_balance_engines
+from neuron_mlir.lowering.neuron_balance_engines import InstructionCosts, NeuronBalanceEnginesPass
 
 _SBUF, _PSUM = "#mem<sbuf>", "#mem<psum>"
 
@@ -77,3 +79,66 @@ def test_work_grows_linearly_with_the_block(monkeypatch: pytest.MonkeyPatch) -> 
     assert (small_instructions, large_instructions) == (1 + 3 * 40, 1 + 3 * 160)
     # four times the block, about four times the walks (a forward walk per evacuation started sixteen times as many)
     assert large <= 5 * small
+
+
+def _summed_taps(taps: int, width: int) -> str:
+    """A max pool backward's phase in miniature: per tap a compare of the offsets, a select of grad_output by it
+    and an add into the running sum, all bf16 (compares, selects and adds VectorE and GpSimdE share)."""
+    tile, hbm = f"memref<128x{width}xbf16, {_SBUF}>", f"memref<128x{width}xbf16, #mem<hbm>>"
+    whole = f"[0:128, 0, [[1, {width}]]]"
+    lines = [
+        "builtin.module attributes {neuron.target = #neuron.target<trn2>} {",
+        f"  func.func @taps(%x: {hbm}) -> {hbm} {{",
+        f"    %out = neuron.alloc : {hbm}",
+        f"    %g = neuron.alloc : {tile}",
+        f"    %z = neuron.alloc : {tile}",
+        f"    neuron.dma_copy dma dst %g{whole}, src %x[0, [[{width}, 128], [1, {width}]]] {{queue = 0 : i64}}"
+        f" : {tile}, {hbm}",
+        f"    neuron.memset vector dst %z{whole} {{value = 0.0 : f64}} : {tile}",
+    ]
+    total = ""
+    for tap in range(taps):
+        lines += [
+            f"    %h{tap} = neuron.alloc : {tile}",
+            f"    neuron.tensor_scalar vector dst %h{tap}{whole}, src %g{whole}"
+            f' {{op0 = "is_equal", scalar0 = {float(tap)} : f64}} : {tile}, {tile}',
+            f"    %s{tap} = neuron.alloc : {tile}",
+            f"    neuron.select vector dst %s{tap}{whole}, predicate %h{tap}{whole}, on_true %g{whole},"
+            f" on_false %z{whole} : {tile}, {tile}, {tile}, {tile}",
+        ]
+        if total:
+            lines += [
+                f"    %a{tap} = neuron.alloc : {tile}",
+                f"    neuron.tensor_tensor vector dst %a{tap}{whole}, in0 {total}{whole}, in1 %s{tap}{whole}"
+                f' {{op = "add"}} : {tile}, {tile}, {tile}',
+            ]
+        total = f"%a{tap}" if total else f"%s{tap}"
+    lines += [
+        f"    neuron.dma_copy dma dst %out[0, [[{width}, 128], [1, {width}]]], src {total}{whole} {{queue = 1 : i64}}"
+        f" : {hbm}, {tile}",
+        f"    func.return %out : {hbm}",
+        "  }",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+def _balanced_span(text: str) -> tuple[float, list[str]]:
+    """The estimated span of the function's block after the pass, and its instructions' engines."""
+    module = Parser(make_context(), text).parse_module()
+    NeuronBalanceEnginesPass().apply(Context(), module)
+    module.verify()
+    block = next(op for op in module.walk() if op.name == "func.func").regions[0].block
+    costs = InstructionCosts(neuron.target_of(module))
+    span = neuron_balance_engines._span_ns(neuron_balance_engines._steps(block, costs), {}, 1, costs)
+    return span, [op.engine_kind.name for op in block.ops if isinstance(op, neuron.InstructionOp)]
+
+
+def test_moves_shorten_a_straight_line_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _summed_taps(6, 512)
+    improved, engines = _balanced_span(text)
+    monkeypatch.setattr(neuron_balance_engines, "_MOVES_BUDGET", 0)
+    assigned, before = _balanced_span(text)
+    # both assignments left GpSimdE waiting behind chains that VectorE could have taken a step of
+    assert improved < assigned * neuron_balance_engines._BETTER
+    assert engines != before
