@@ -38,7 +38,7 @@ _CAPTURE = textwrap.dedent(
     import torch
     import neuron_mlir.runtime.simulator as simulator
     from neuron_mlir.runtime.bundle import encode_bundle
-    from models.zoo import MODELS
+    from models.zoo import MODELS, without_dropout
     name, mode = {name!r}, {mode!r}
     model, inputs = MODELS[name]()
     graphs, run_validated = [], simulator.run_validated
@@ -52,10 +52,7 @@ _CAPTURE = textwrap.dedent(
 
     simulator.run_validated = captured
     if mode == "train":
-        model.train()
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = 0.0
+        without_dropout(model.train())
     compiled = torch.compile(model, backend="neuron-mlir")
     if mode == "train":
         output = compiled(*inputs)

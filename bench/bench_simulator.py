@@ -113,7 +113,7 @@ _CHILD = textwrap.dedent(
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
     import neuron_mlir.runtime.simulator as simulator
-    from models.zoo import MODELS
+    from models.zoo import MODELS, without_dropout
     import bench_simulator
     name, mode, calls = {name!r}, {mode!r}, {calls}
     build = bench_simulator.REAL_MODELS.get(name) or MODELS[name]
@@ -143,10 +143,7 @@ _CHILD = textwrap.dedent(
 
     simulator.run_validated = timed
     if mode == "train":
-        model.train()
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = 0.0
+        without_dropout(model.train())
     compiled = torch.compile(model, backend="neuron-mlir")
 
     def call():
