@@ -18,19 +18,26 @@ Contract:
   running.
 - The child compiles the graph as the parent would (progress display, logging and output off, one intra-op
   thread) and writes every program it added to the compile cache, with its metadata (the graph signature), to a
-  private directory; then it exits without running the parent's exit handlers. It dies with the parent.
-- `collect` (from the backward's compiler) waits for the child while it lives and its CPU time advances (a child
-  stuck for `STALL_SECONDS` is killed), reads each bundle back (validated as any bundle read from disk) into the
-  process's compile cache, marked as compiled ahead. The backward's compile then goes as always: a graph the
-  child compiled is found in the cache (`stats()["compiled_ahead"]` counts it, not as a cache hit); a graph that
-  differs from the one the child saw misses and is compiled in the process. A child that failed leaves nothing,
-  and the parent's compile reports what the child's would have.
+  private directory, then a file saying they are all there. Then it makes each program's first-run analysis
+  (`simulator.analyse_validated`: the profile and the race check, which need no data) and writes it there too,
+  and exits without running the parent's exit handlers. It dies with the parent.
+- `collect` (from the backward's compiler) waits for the programs while the child lives and its CPU time
+  advances (a child stuck for `STALL_SECONDS` is killed), reads each bundle back (validated as any bundle read
+  from disk) into the process's compile cache, marked as compiled ahead, and leaves the child analysing: the
+  program's first run (`simulator.expect_analysis`) does its data work meanwhile, on this core, then takes the
+  child's analysis (waiting for it as for the programs); when none comes (a race, which that run then finds and
+  words itself, a failure, bytes that are not a profile), it times and checks itself as any first run does.
+- The backward's compile then goes as always: a graph the child compiled is found in the cache
+  (`stats()["compiled_ahead"]` counts it, not as a cache hit); a graph that differs from the one the child saw
+  misses and is compiled in the process. A child that failed leaves nothing, and the parent's compile reports what
+  the child's would have.
 - A child whose backward is never asked for (a training graph only run forward) is killed and its directory
   removed when its `AheadCompile` is collected or the process exits.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -46,6 +53,7 @@ import torch
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.runtime.profile import Profile
 
 logger = logging.getLogger("neuron_mlir")
 
@@ -57,6 +65,8 @@ STALL_SECONDS = 10.0
 """How long a child's CPU time may stand still before it is taken for stuck and killed."""
 
 _POLL_SECONDS = 0.02
+_COMPILED = "compiled"
+"""The file a child writes once every program it compiled is in its directory."""
 _CHILDREN: dict[int, int | None] = {}
 """The children not yet collected or abandoned, by pid: their exit code once reaped, None while they run."""
 
@@ -79,6 +89,7 @@ class AheadCompile:
         self.options = options
         self.backward: torch.fx.GraphModule | None = None
         self.child: _Child | None = None
+        self._abandon: weakref.finalize[[int, Path], AheadCompile] | None = None
 
     def remember(self, backward: torch.fx.GraphModule) -> None:
         self.backward = backward
@@ -94,12 +105,14 @@ class AheadCompile:
             return
         self.child = _Child.fork(backward, self.options)
         if self.child is not None:
-            weakref.finalize(self, self.child.abandon)
+            self._abandon = weakref.finalize(self, _abandon, self.child.pid, self.child.directory)
 
     def collect(self) -> None:
         """Wait for the child and put the programs it compiled into the compile cache (module docstring)."""
         child, self.child = self.child, None
         if child is not None:
+            assert self._abandon is not None
+            self._abandon.detach()  # the child is the programs' now, while it analyses them
             child.collect()
 
 
@@ -108,6 +121,7 @@ class _Child:
         self.pid = pid
         self.directory = directory
         self.started = time.perf_counter()
+        self.awaited: set[str] = set()  # the programs whose first run is to take the child's analysis
 
     @staticmethod
     def fork(backward: torch.fx.GraphModule, options: CompileOptions) -> _Child | None:
@@ -130,33 +144,32 @@ class _Child:
         from neuron_mlir.frontend import stats
 
         waited = time.perf_counter()
-        finished = self._wait()
-        if finished:
+        if self._wait_for(self.directory / _COMPILED, "compile"):
             self._read_programs()
+        if self.awaited:  # killed with the last program awaiting it, if that never runs, or at exit
+            weakref.finalize(self, _abandon, self.pid, self.directory)
         else:
             self.abandon()
-        shutil.rmtree(self.directory, ignore_errors=True)
         stats.record_compile_seconds(time.perf_counter() - waited)
 
-    def _wait(self) -> bool:
-        """Whether the child exited on its own, successfully; a child whose CPU time stands still for
-        `STALL_SECONDS` is killed."""
+    def _wait_for(self, path: Path, work: str) -> bool:
+        """Whether `path` is there: waits while the child runs and its CPU time advances (a child whose CPU time
+        stands still for `STALL_SECONDS` is given up on)."""
         last_cpu, last_progress = -1, time.perf_counter()
-        while (code := _exit_code(self.pid)) is None:
+        while not path.exists() and _exit_code(self.pid) is None:
             cpu = _cpu_ticks(self.pid)
             now = time.perf_counter()
             if cpu != last_cpu:
                 last_cpu, last_progress = cpu, now
             elif now - last_progress > STALL_SECONDS:
-                logger.warning("neuron-mlir: the backward's compile ahead stopped progressing; compiling it here")
+                logger.warning("neuron-mlir: the backward's %s ahead stopped progressing; doing it here", work)
                 return False
             time.sleep(_POLL_SECONDS)
-        del _CHILDREN[self.pid]
-        return code == 0
+        return path.exists()
 
     def _read_programs(self) -> None:
         from neuron_mlir.frontend.cache import compile_cache
-        from neuron_mlir.runtime import bundle
+        from neuron_mlir.runtime import bundle, simulator
 
         cache = compile_cache()
         for path in sorted(self.directory.glob("*.bundle")):
@@ -170,17 +183,41 @@ class _Child:
                 continue
             cache.adopt(key, program, metadata)  # on disk already, if the cache has a directory: the child's put
             cache.compiled_ahead.add(key)
+            if not program.program.scalars:  # the child analyses those alone
+                self.awaited.add(key)
+                simulator.expect_analysis(program, functools.partial(self._analysis, key))
+
+    def _analysis(self, key: str) -> Profile | None:
+        """The child's analysis of the program `key` (`simulator.analyse_validated`), once it is made; None when
+        the child made none (a race, which the run then finds itself, or a failure)."""
+        from neuron_mlir.runtime import profile
+
+        path = self.directory / f"{key}.analysis"
+        try:
+            if self._wait_for(path, "analysis"):
+                return profile.decode_profile(path.read_bytes())
+        except (OSError, ValueError) as error:
+            logger.warning("neuron-mlir: ignoring a first run's analysis made ahead: %s", error)
+        finally:
+            self.awaited.discard(key)
+            if not self.awaited:
+                self.abandon()
+        return None
 
     def abandon(self) -> None:
-        """Kill the child if it still runs, reap it and remove its directory."""
-        if self.pid in _CHILDREN and _exit_code(self.pid) is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-        _CHILDREN.pop(self.pid, None)
-        shutil.rmtree(self.directory, ignore_errors=True)
+        _abandon(self.pid, self.directory)
+
+
+def _abandon(pid: int, directory: Path) -> None:
+    """Kill the child if it still runs, reap it and remove its directory."""
+    if pid in _CHILDREN and _exit_code(pid) is None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    _CHILDREN.pop(pid, None)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _exit_code(pid: int) -> int | None:
@@ -219,25 +256,35 @@ def _child_main(backward: torch.fx.GraphModule, options: CompileOptions, directo
 
         from neuron_mlir.frontend.cache import compile_cache
         from neuron_mlir.frontend.compile_graph import compile_graph
-        from neuron_mlir.runtime import bundle
+        from neuron_mlir.runtime import bundle, profile, simulator
 
         warnings.simplefilter("ignore")
         cache = compile_cache()
         before = set(cache.memory)
         compile_graph(backward, [], dataclasses.replace(options, progress=False), "backward")
-        for key, (program, metadata) in cache.memory.items():
-            if key in before:
-                continue
+        compiled = [(key, program, metadata) for key, (program, metadata) in cache.memory.items() if key not in before]
+        for key, program, metadata in compiled:
             if metadata is not None:  # a program keyed by its imported IR has none
                 (directory / f"{key}.meta").write_text(metadata, encoding="utf-8")
-            written = directory / f"{key}.tmp"
-            written.write_bytes(bundle.encode_bundle(program))
-            written.rename(directory / f"{key}.bundle")  # a bundle present is a bundle whole
+            _write_whole(directory / f"{key}.bundle", bundle.encode_bundle(program))
+        (directory / _COMPILED).touch()
         code = 0
+        for key, program, _ in compiled:
+            if not program.program.scalars:  # a program with scalar arguments is analysed per their values
+                found = simulator.analyse_validated(program)
+                if found is not None:
+                    _write_whole(directory / f"{key}.analysis", profile.encode_profile(found))
     except BaseException:  # the parent compiles again and reports any error itself
         code = 1
     finally:
         os._exit(code)
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write `path` so that a reader sees it whole or not at all."""
+    written = path.with_suffix(".tmp")
+    written.write_bytes(data)
+    written.rename(path)
 
 
 def _die_with_parent(parent: int) -> None:

@@ -309,6 +309,85 @@ class Profile:
             json.dump(self.chrome_trace(), handle)
 
 
+_EVENT_COLUMNS = (("queue", "b"), ("start", "d"), ("end", "d"), ("instruction", "l"))
+_PROFILE_SCALARS: dict[str, type | tuple[type, ...]] = {
+    "target": str,
+    "core_version": str,
+    "total_ns": (int, float),
+    "dma_bytes": int,
+    "hbm_bytes": int,
+    "flops": int,
+    "hbm_bandwidth_bytes_per_ns": (int, float),
+    "io_bytes": int,
+}
+_PROFILE_TABLES: dict[str, type | tuple[type, ...]] = {
+    "busy_ns": (int, float),
+    "opcode_counts": int,
+    "flops_by_family": int,
+    "peak_flops_by_family": (int, float),
+    "location_ns": (int, float),
+    "location_counts": int,
+}
+_INSTRUCTION_FIELDS: tuple[type | tuple[type, ...], ...] = (int, str, str, str, int, (int, float), int)
+
+
+def encode_profile(profile: Profile) -> bytes:
+    """`profile` as bytes `decode_profile` reads back equal: the length of a JSON header (8 bytes, little-endian),
+    the header (every field but the trace's columns), then the trace's four columns in machine byte order."""
+    events = profile.events
+    columns = [getattr(events, name) for name, _ in _EVENT_COLUMNS]
+    header: dict[str, Any] = {name: getattr(profile, name) for name in (*_PROFILE_SCALARS, *_PROFILE_TABLES)}
+    header["instructions"] = [dataclasses.astuple(stats) for stats in profile.instructions]
+    header["events"] = len(events)
+    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return len(text).to_bytes(8, "little") + text + b"".join(column.tobytes() for column in columns)
+
+
+def decode_profile(data: bytes) -> Profile:
+    """The profile `encode_profile` wrote; `ValueError` for bytes that are not one (checked field by field, as
+    a bundle is: the bytes come from another process)."""
+    try:
+        length = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + length].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"not a profile: {error}") from None
+    if not isinstance(header, dict) or set(header) != {*_PROFILE_SCALARS, *_PROFILE_TABLES, "instructions", "events"}:
+        raise ValueError("not a profile: unexpected header fields")
+    for name, kind in _PROFILE_SCALARS.items():
+        if not isinstance(header[name], kind) or isinstance(header[name], bool):
+            raise ValueError(f"not a profile: field {name!r}")
+    for name, kind in _PROFILE_TABLES.items():
+        table = header[name]
+        if not isinstance(table, dict) or not all(isinstance(value, kind) for value in table.values()):
+            raise ValueError(f"not a profile: field {name!r}")
+    instructions = header["instructions"]
+    if not isinstance(instructions, list) or not all(
+        isinstance(row, list)
+        and len(row) == len(_INSTRUCTION_FIELDS)
+        and all(isinstance(value, kind) for value, kind in zip(row, _INSTRUCTION_FIELDS, strict=True))
+        for row in instructions
+    ):
+        raise ValueError("not a profile: field 'instructions'")
+    count = header["events"]
+    columns: dict[str, array[Any]] = {}
+    offset = 8 + length
+    for name, code in _EVENT_COLUMNS:
+        column = array(code)
+        size = column.itemsize * count if isinstance(count, int) and count >= 0 else -1
+        if size < 0 or offset + size > len(data):
+            raise ValueError("not a profile: its trace is cut short")
+        column.frombytes(data[offset : offset + size])
+        columns[name] = column
+        offset += size
+    if offset != len(data):
+        raise ValueError("not a profile: bytes after its trace")
+    return Profile(
+        **{name: header[name] for name in (*_PROFILE_SCALARS, *_PROFILE_TABLES)},
+        instructions=[InstructionStats(*row) for row in instructions],
+        events=TraceEvents(**columns),
+    )
+
+
 def _us(ns: float) -> str:
     return f"{ns / 1e3:.3f} us"
 

@@ -45,7 +45,7 @@ import sys
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -64,7 +64,15 @@ from neuron_mlir.runtime.races import RaceChecker, RaceError, RaceFound, Simulat
 from neuron_mlir.runtime.timeline import Timeline
 from neuron_mlir.runtime.validate import ValidatedProgram, validate_program
 
-__all__ = ["RaceError", "SimulationError", "queue_index", "run_program", "run_validated"]
+__all__ = [
+    "RaceError",
+    "SimulationError",
+    "analyse_validated",
+    "expect_analysis",
+    "queue_index",
+    "run_program",
+    "run_validated",
+]
 
 # A program keeps one simulator (memories, plans, tape) for its next run whatever its size: without it every run
 # of a program whose memories exceed a limit would be a first run (planning, a walk, recording). More simulators,
@@ -79,6 +87,8 @@ _TRACES_PER_LOOP = 16
 # The views a run loads and reads (`Simulator._entry_views`): (constant's view, its value) pairs, (view, dtype,
 # shape) per input binding, the view of each output binding.
 _NO_CONTEXT = nullcontext()
+# The key of `ValidatedProgram.cache` under which a first run finds the analysis it is to take (`expect_analysis`).
+_PENDING_ANALYSIS = "pending analysis"
 _EntryViews = tuple[
     list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.dtype[Any], tuple[int, ...]]], list[np.ndarray]
 ]
@@ -137,6 +147,36 @@ def run_validated(
         return _run_pooled(
             validated, inputs, check_races, vectorize, share_profile, _scalar_values(validated, scalars), into
         )
+
+
+def analyse_validated(validated: ValidatedProgram, scalars: Sequence[int] = ()) -> Profile | None:
+    """What a first run of `validated` learns besides its outputs, without its data work: the profile of every
+    run with these scalar arguments, or None when the race check does not show the program race-free.
+
+    Register values never depend on data (`runtime.interpreter`), so neither do the instances a run issues, their
+    timeline nor the accesses races are checked on: a walk that times and checks them, with no memory read or
+    written, finds what a first run would. So another process can make it (the compile-ahead child, for the
+    backward it compiled) while this one does the first run's data work (`expect_analysis`). A race is not worded
+    here: the program's own first run, checking again, finds and words it.
+    """
+    simulator = Simulator(validated, _scalar_values(validated, scalars))
+    try:
+        return simulator.analyse()
+    except (RaceFound, RaceError):
+        return None
+    finally:
+        simulator.finish()
+
+
+def expect_analysis(validated: ValidatedProgram, analysis: Callable[[], Profile | None]) -> None:
+    """Have the first run of `validated` (a program without scalar arguments) take its timing and race check
+    from `analysis`, which gives what `analyse_validated` gives, being made elsewhere: that run does the data
+    work, then calls `analysis` (which may wait for it) and, given a profile, returns it and counts the program
+    race-free; given None, or a profile not of this program, it times and checks the run itself as any first
+    run does. Either way its outputs are returned only once the race check has passed."""
+    if validated.program.scalars:
+        raise ValueError("a program with scalar arguments is analysed per their values")
+    validated.cache[_PENDING_ANALYSIS] = analysis
 
 
 def _scalar_values(validated: ValidatedProgram, scalars: Sequence[int]) -> tuple[int, ...]:
@@ -216,6 +256,13 @@ def _run_on(
             outputs, reference_profile = simulator.run_reference(inputs, check_races)
             return _written_into(outputs, into), reference_profile
         known: Profile | None = cache.get("profile")
+        pending = cache.pop(_PENDING_ANALYSIS, None) if known is None else None
+        if pending is not None:
+            outputs, _ = simulator.run(inputs, timing=False, check_races=False, into=into)
+            known = _analysis_of(simulator, pending())
+            if known is not None:
+                cache["profile"], cache["race_free"] = known, True
+                return outputs, known if share_profile else known.copy()
         races_needed = check_races and not cache.get("race_free", False)
         outputs, profile = simulator.run(
             inputs, timing=known is None or races_needed, check_races=races_needed, into=into
@@ -227,6 +274,15 @@ def _run_on(
     if check_races:
         cache["race_free"] = True
     return outputs, profile
+
+
+def _analysis_of(simulator: Simulator, profile: Profile | None) -> Profile | None:
+    """`profile` if it is one of `simulator`'s program (`expect_analysis`)."""
+    if profile is None:
+        return None
+    if profile.target == simulator.target.name and len(profile.instructions) == len(simulator.plans):
+        return profile
+    return None  # (the run then makes its own, as when none came)
 
 
 def _written_into(outputs: list[np.ndarray], into: Sequence[np.ndarray | None]) -> list[np.ndarray]:
@@ -321,6 +377,21 @@ class Simulator:
 
         self._walk(self._interpreter(issue))
         return self.outputs(), timeline.profile(self.program)
+
+    def analyse(self) -> Profile:
+        """The timeline and race check of a run without its data work (`analyse_validated`). Raises `RaceFound`
+        or `RaceError` for a race."""
+        timeline = self.timeline = Timeline(self.plans, self.target)
+        races = self.races = self._race_checker(deferred=True)
+
+        def issue(plan: InstructionPlan, values: list[int]) -> None:
+            start, end = timeline.issue(plan, values)
+            info = (plan.id, plan.opcode, plan.queue, plan.location, start, end)
+            races.issue(plan.index, plan.queue, plan.waits, plan.sites, plan.shifts(values), info)
+
+        self._walk(self._interpreter(issue, self._nest))
+        races.flush()
+        return timeline.profile(self.program)
 
     def run(
         self,

@@ -13,6 +13,8 @@ import neuron_mlir
 from neuron_mlir.frontend import compile_ahead
 from neuron_mlir.frontend.backend import CompileOptions
 from neuron_mlir.frontend.cache import clear_memory
+from neuron_mlir.runtime import profile, simulator
+from neuron_mlir.runtime.timeline import Timeline
 
 
 @pytest.fixture
@@ -88,6 +90,71 @@ def test_a_stalled_child_is_killed_and_the_process_compiles(small_graphs_ahead, 
     assert neuron_mlir.stats()["compiled_ahead"] == 0
     assert neuron_mlir.stats()["cache_misses"] == 2
     assert all(torch.isfinite(gradient).all() for gradient in gradients.values())
+
+
+@pytest.fixture
+def timelines(monkeypatch) -> list[object]:
+    """The timelines this process makes (a run that times itself makes one; a child's are its own)."""
+    made: list[object] = []
+
+    class CountedTimeline(Timeline):
+        def __init__(self, *arguments, **keywords) -> None:
+            super().__init__(*arguments, **keywords)
+            made.append(self)
+
+    monkeypatch.setattr(simulator, "Timeline", CountedTimeline)
+    return made
+
+
+def test_the_backward_s_first_run_takes_the_child_s_analysis(small_graphs_ahead, timelines, monkeypatch, tmp_path):
+    ahead = _training_step()
+    assert neuron_mlir.stats()["compiled_ahead"] == 1
+    assert len(timelines) == 1  # the forward's first run timed itself; the backward's took the child's
+    ahead_profiles = neuron_mlir.profiles()
+
+    _fresh_cache(monkeypatch, tmp_path / "second")
+    monkeypatch.setenv("NEURON_MLIR_COMPILE_AHEAD", "0")
+    here = _training_step()
+    assert len(timelines) == 3
+    here_profiles = neuron_mlir.profiles()
+    assert ahead_profiles.keys() == here_profiles.keys()
+    for name, found in here_profiles.items():
+        assert ahead_profiles[name] == found, name
+    for name in here:
+        assert torch.equal(ahead[name], here[name]), name
+
+
+def test_an_analysis_still_being_made_is_waited_for(small_graphs_ahead, timelines, monkeypatch):
+    analyse = simulator.analyse_validated
+
+    def slowly(*arguments):  # (in the child) still analysing when the parent reads the programs
+        time.sleep(1.0)
+        return analyse(*arguments)
+
+    monkeypatch.setattr(simulator, "analyse_validated", slowly)
+    _training_step()
+    assert neuron_mlir.stats()["compiled_ahead"] == 1
+    assert len(timelines) == 1  # the backward's first run waited for the child's analysis
+
+
+@pytest.mark.parametrize("failure", ["race", "bad bytes"])
+def test_a_child_without_an_analysis_leaves_it_to_the_first_run(
+    small_graphs_ahead, timelines, monkeypatch, tmp_path, caplog, failure
+):
+    expected = _training_step()
+    _fresh_cache(monkeypatch, tmp_path / "second")
+    timelines.clear()
+    if failure == "race":  # what the child's analysis gives for a racy program
+        monkeypatch.setattr(simulator, "analyse_validated", lambda *arguments: None)
+    else:
+        monkeypatch.setattr(profile, "encode_profile", lambda found: b"not a profile")
+    with caplog.at_level(logging.WARNING, logger="neuron_mlir"):
+        actual = _training_step()
+    assert neuron_mlir.stats()["compiled_ahead"] == 1
+    assert len(timelines) == 2  # the backward's first run timed and checked itself
+    assert ("ignoring a first run's analysis" in caplog.text) == (failure == "bad bytes")
+    for name in expected:
+        assert torch.equal(actual[name], expected[name]), name
 
 
 def test_a_backward_never_asked_for_is_abandoned(small_graphs_ahead):

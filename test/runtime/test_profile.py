@@ -11,6 +11,7 @@ import pytest
 
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.hardware import TARGETS, Engine
+from neuron_mlir.runtime.profile import decode_profile, encode_profile
 from neuron_mlir.runtime.simulator import run_program
 
 
@@ -172,3 +173,27 @@ def test_empty_program_profile():
     assert profile.flops == 0
     assert "trn3" in profile.summary()
     assert profile.chrome_trace()["traceEvents"][0]["ph"] == "M"
+
+
+def test_a_profile_encoded_decodes_equal(matmul_run):
+    *_, profile, _ = matmul_run
+    decoded = decode_profile(encode_profile(profile))
+    assert decoded == profile
+    assert decoded.events.start == profile.events.start
+    assert decoded.summary() == profile.summary()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[:-8],  # the trace cut short
+        lambda data: data + b"\0",  # bytes after it
+        lambda data: data[:8] + b"x" + data[9:],  # not JSON
+        lambda data: data.replace(b'"flops":', b'"flop":', 1),  # a field renamed
+        lambda data: data.replace(b'"target":"trn2"', b'"target":2222', 1),  # a field of the wrong type
+    ],
+)
+def test_bytes_that_are_not_a_profile_are_refused(matmul_run, damage):
+    *_, profile, _ = matmul_run
+    with pytest.raises(ValueError, match="not a profile"):
+        decode_profile(damage(encode_profile(profile)))
