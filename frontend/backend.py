@@ -31,6 +31,8 @@ Options (`options={...}` of torch.compile, each also settable by environment var
 
     compile_ahead  bool: compile a training graph's backward in a forked child while the forward compiles and
                runs, where that can pay (frontend/compile_ahead.py; NEURON_MLIR_COMPILE_AHEAD=0; default True)
+    fallback_random  bool: random ops draw on the host, by torch itself, the numbers eager draws after the same
+               `torch.manual_seed` (frontend/fallback_random.py; NEURON_MLIR_FALLBACK_RANDOM=1; default False)
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "stochastic_rounding", "cpu_ops", "cache",
-    "time_passes", "progress", "size_buckets", "verify", "compile_ahead",
+    "time_passes", "progress", "size_buckets", "verify", "compile_ahead", "fallback_random",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -92,6 +94,10 @@ class CompileOptions:
     compile_ahead: bool = True
     """Compile a training graph's backward in a forked child while the forward compiles and runs, where that can
     pay (`frontend.compile_ahead`)."""
+    fallback_random: bool = False
+    """Draw every random op of a graph on the host, by the ATen op eager calls, from torch's generator, so that
+    compiled and eager runs draw the same numbers after the same seed (`frontend.fallback_random`); otherwise
+    random ops draw from the compiler's counter-based generator."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -122,6 +128,7 @@ class CompileOptions:
             size_buckets=bool(options.get("size_buckets", True)),
             verify=verify,
             compile_ahead=bool(options.get("compile_ahead", os.environ.get("NEURON_MLIR_COMPILE_AHEAD", "1") != "0")),
+            fallback_random=bool(options.get("fallback_random", _flag("NEURON_MLIR_FALLBACK_RANDOM"))),
         )
 
 
@@ -193,7 +200,7 @@ KEPT_WHOLE = (
 )
 
 
-def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
+def decompositions(cpu_ops: Sequence[str] = (), fallback_random: bool = False) -> dict[Any, Any]:
     """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
     (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
     (nn.TransformerEncoderLayer's inference fast path), the ops without a lowering that
@@ -201,7 +208,8 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     MoE routing kernels of `frontend.routing`, fp8 scaled matmuls (`frontend.scaled_matmul`), the factorizations
     of `frontend.linalg_decompositions` and the
     special functions of `frontend.special_functions`, except those `cpu_ops` names: they reach the graph whole,
-    to run on the CPU as asked.
+    to run on the CPU as asked. Under `fallback_random` the random ops' decompositions are left out, so the
+    graph keeps the ops eager calls, to be drawn on the host (`frontend.fallback_random`).
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -229,6 +237,10 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     table.update(data_dependent_decompositions())
     table.update(linalg_decompositions())
     table.update(scaled_matmul_decompositions())
+    if fallback_random:
+        from neuron_mlir.frontend.fallback_random import without_random_decompositions
+
+        return without_random_decompositions(table)
     return table
 
 
@@ -397,7 +409,7 @@ def _compile_dynamo_graph(
                 bw_compiler=compiler("backward"),
                 inference_compiler=compiler("inference"),
                 partition_fn=partition_fn,
-                decompositions=decompositions(config.cpu_ops),
+                decompositions=decompositions(config.cpu_ops, config.fallback_random),
             )
     except _untraceable_errors() as error:
         sizes = size_inputs(graph_module)

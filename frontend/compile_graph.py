@@ -200,6 +200,21 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
+    if options.fallback_random:
+        from neuron_mlir.frontend.fallback_random import FallbackRandomError, lift_random_draws
+
+        try:
+            draws = lift_random_draws(graph_module)  # random ops drawn on the host, their results inputs
+        except FallbackRandomError as error:
+            raise NeuronCompileError(str(error)) from None
+        if draws is not None:
+            return draws.wrap(_compile_graph_module(graph_module, options, kind))
+    return _compile_graph_module(graph_module, options, kind)
+
+
+def _compile_graph_module(
+    graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str
+) -> Callable[[list[Any]], list[Any]]:
     from neuron_mlir.frontend.complex_pairs import complex_as_pairs, has_complex_values, has_symbolic_sizes
 
     if has_complex_values(graph_module) and has_symbolic_sizes(graph_module):
@@ -429,6 +444,8 @@ def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_
     if text is None:
         return _Lookup(None, None)
     precision = (options.auto_cast, *(["stochastic_rounding"] if options.stochastic_rounding else []))
+    # a graph compiled with its draws on the host has them as inputs: another program
+    precision += ("fallback_random",) if options.fallback_random else ()
     key = cache_key(text, "fx-graph", options.target, *precision, __version__, torch.__version__)
     if debug_dir is not None:
         return _Lookup(key, None)

@@ -1,0 +1,385 @@
+"""Random draws of a compiled graph made on the host by torch itself (the `fallback_random` option).
+
+Compiled random ops draw from the compiler's counter-based generator (`lowering/convert_torch_to_tile/random.py`):
+reproducible under `torch.manual_seed`, the right distribution, not eager PyTorch's numbers. Under
+`fallback_random` every random op of a graph is drawn on the host instead, at each call, in the graph's order,
+by the same ATen op with the same arguments, from torch's default CPU generator (for a graph of `neuron` tensors,
+from the device generator, `frontend/device/random.py`, standing in for it as the device's host draws do). A
+model compiled and run eagerly after the same `torch.manual_seed` then draws the same numbers, bit for bit, where
+eager's op order is the graph's (AOTAutograd keeps the forward's; a backward has no random op of its own: a
+dropout mask is saved by the forward).
+
+Input contract: an AOTAutograd graph (forward, backward or inference) whose nodes carry fake-tensor metadata
+(`meta["val"]`), traced with the random ops' decompositions left out (`without_random_decompositions`), so that
+its random nodes are the ops eager calls (`exponential` for Gumbel noise, `native_dropout`, `bernoulli.p`, ...).
+A random node is a call of one of `DRAWN_ON_HOST`'s ops.
+
+Output guarantee (`lift_random_draws`): the graph has no random node left; each one's result is a new
+placeholder after the graph's own, in the random nodes' order, which the returned `HostDraws` computes and
+appends to the arguments of every call. `native_dropout` is split: its mask (the only drawn part, whose draw
+depends on the input's shape and dtype alone) is the placeholder, and its output the product input * mask *
+scale that ATen's kernel computes, in the graph, where the input is. Nothing else in the graph changes.
+
+A draw needs on the host the values it depends on. Tensor arguments whose values an op ignores (the `self` of the
+functional forms of in-place draws, `exponential(x)`, `uniform(x)`, ..., and of the `*_like` factories) are
+empty tensors of their shape, strides and dtype; sizes are the call's (symbolic sizes are bound from the
+inputs). A tensor argument whose values the draw reads (`bernoulli`'s probabilities, `normal`'s means) must be an
+input of the graph: one computed inside it exists only on the core, mid-program. Such a graph is refused with an
+error naming the op and its source line, rather than split there: the partition that would run the draw between
+two programs regroups the graph's independent nodes, so the other draws could move before or after it and the
+order that makes the numbers eager's would be lost.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+
+# The ATen ops that draw (by packet): kept whole by the decompositions under `fallback_random` and drawn on the
+# host. Composite ops tagged nondeterministic (attention, RNNs with dropout) decompose into these.
+DRAWN_ON_HOST = frozenset(
+    {
+        "rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm",
+        "bernoulli", "native_dropout", "uniform", "normal", "normal_functional", "exponential", "cauchy",
+        "log_normal", "geometric", "random", "multinomial", "poisson", "binomial", "_standard_gamma",
+        "_sample_dirichlet", "rrelu", "rrelu_with_noise", "rrelu_with_noise_functional",
+    }
+)  # fmt: skip
+
+# Ops whose `self` gives only a shape, strides and dtype: the functional forms of in-place draws and the `*_like`
+# factories (their values never reach the result)
+_SHAPE_ONLY_SELF = frozenset(
+    {
+        "rand_like", "randn_like", "randint_like", "uniform", "normal_functional", "exponential", "cauchy",
+        "log_normal", "geometric", "random",
+    }
+)  # fmt: skip
+
+
+def _packet(node: torch.fx.Node) -> str | None:
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return None
+    return target._schema.name.removeprefix("aten::")
+
+
+def is_random(node: torch.fx.Node) -> bool:
+    """Whether `node` is a draw that `fallback_random` makes on the host."""
+    target = node.target
+    return (
+        _packet(node) in DRAWN_ON_HOST
+        and isinstance(target, torch._ops.OpOverload)
+        and torch.Tag.nondeterministic_seeded in target.tags
+        and not (_packet(node) == "native_dropout" and node.args[2:3] == (False,))  # no draw out of training
+    )
+
+
+def without_random_decompositions(table: dict[Any, Any]) -> dict[Any, Any]:
+    """`table` without the decompositions of the ops of `DRAWN_ON_HOST`, which would rewrite a draw as the
+    compiler's (`rand` and an inverse CDF) where eager calls the op itself."""
+    return {
+        op: rule
+        for op, rule in table.items()
+        if not (isinstance(op, torch._ops.OpOverload) and op._schema.name.removeprefix("aten::") in DRAWN_ON_HOST)
+    }
+
+
+class FallbackRandomError(RuntimeError):
+    """A random op whose draw cannot be made on the host (module docstring)."""
+
+
+@dataclass(frozen=True)
+class _Input:
+    """The value of the call's argument at `index`."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class _Empty:
+    """An empty CPU tensor of a value's shape, strides and dtype (sizes possibly symbolic)."""
+
+    shape: tuple[Any, ...]
+    stride: tuple[Any, ...]
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class _Size:
+    """A symbolic size, evaluated from the call's arguments."""
+
+    expression: Any
+
+
+@dataclass
+class _Draw:
+    """One random node's host call; `part` picks one result of a tuple (native_dropout's mask)."""
+
+    op: torch._ops.OpOverload
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    part: int | None
+    name: str
+
+
+class HostDraws:
+    """The draws lifted out of a graph, made at each call and appended to its arguments (module docstring)."""
+
+    def __init__(self, draws: list[_Draw], bindings: list[tuple[Any, int, int | None]], on_device: bool):
+        self.draws = draws
+        # symbol -> (argument index, dimension or None for an integer argument)
+        self.bindings = bindings
+        self.on_device = on_device
+
+    def wrap(self, compiled: Callable[[list[Any]], list[Any]]) -> Callable[[list[Any]], list[Any]]:
+        """The boxed callable that draws and then calls `compiled` with the draws after the graph's arguments."""
+
+        def with_draws(args: list[Any]) -> list[Any]:
+            args.extend(self.draw(args))
+            return compiled(args)
+
+        with_draws._boxed_call = True  # type: ignore[attr-defined]
+        return with_draws
+
+    def draw(self, args: Sequence[Any]) -> list[torch.Tensor]:
+        """This call's random values, in the graph's order, counted in `neuron_mlir.stats()`."""
+        from neuron_mlir.frontend import stats
+
+        symbols = self._symbols(args)
+
+        def value(item: Any) -> Any:
+            if isinstance(item, _Input):
+                argument = args[item.index]
+                return argument.cpu() if isinstance(argument, torch.Tensor) else argument
+            if isinstance(item, _Empty):
+                shape = [_evaluated(size, symbols) for size in item.shape]
+                stride = [_evaluated(size, symbols) for size in item.stride]
+                return torch.empty_strided(shape, stride, dtype=item.dtype)
+            if isinstance(item, _Size):
+                return _evaluated(item.expression, symbols)
+            if isinstance(item, list | tuple):
+                return type(item)(value(element) for element in item)
+            return item
+
+        results = []
+        with _drawing_from(self.on_device):
+            for draw in self.draws:
+                result = draw.op(*value(draw.args), **{key: value(item) for key, item in draw.kwargs.items()})
+                if draw.part is not None:
+                    result = result[draw.part]
+                stats.record_host_random_draw(draw.name, result.numel())
+                results.append(result.to("neuron") if self.on_device else result)
+        return results
+
+    def _symbols(self, args: Sequence[Any]) -> dict[Any, int]:
+        symbols = {}
+        for symbol, index, dimension in self.bindings:
+            argument = args[index]
+            symbols[symbol] = int(argument.shape[dimension] if dimension is not None else argument)
+        return symbols
+
+
+def _evaluated(size: Any, symbols: dict[Any, int]) -> Any:
+    if isinstance(size, torch.SymInt):
+        return int(size.node.expr.xreplace(symbols))
+    return size
+
+
+class _drawing_from:
+    """Torch's default generator, or for a graph of device tensors the device generator standing in for it."""
+
+    def __init__(self, on_device: bool):
+        self.on_device = on_device
+        self.context: Any = None
+
+    def __enter__(self) -> None:
+        if self.on_device:
+            from neuron_mlir.frontend.device.random import as_default_generator
+
+            self.context = as_default_generator()
+            self.context.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.context is not None:
+            self.context.__exit__(*exc)
+
+
+def lift_random_draws(graph_module: torch.fx.GraphModule) -> HostDraws | None:
+    """Rewrite `graph_module` so that its random nodes' results are inputs (module docstring); the draws that
+    compute them, or None when the graph has no random node (then it is left as it is). Raises
+    `FallbackRandomError` for a draw that reads values computed in the graph."""
+    graph = graph_module.graph
+    random_nodes = [node for node in graph.nodes if is_random(node)]
+    if not random_nodes:
+        return None
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    position = {node: index for index, node in enumerate(placeholders)}
+    bindings = _symbol_bindings(placeholders)
+    on_device = any(
+        isinstance(val := node.meta.get("val"), torch.Tensor) and val.device.type == "neuron"
+        for node in [*placeholders, *random_nodes]
+    )
+    draws = [_draw_of(node, position, bindings) for node in random_nodes]
+    last = placeholders[-1] if placeholders else None
+    for node in random_nodes:
+        # the draws' placeholders follow the graph's own, in the draws' order (the order `HostDraws` appends them)
+        where = graph.inserting_after(last) if last is not None else graph.inserting_before(next(iter(graph.nodes)))
+        with where:
+            drawn = graph.placeholder(f"host_draw_{node.name}")
+        last = drawn
+        if _packet(node) == "native_dropout":
+            _replace_dropout(graph, node, drawn)
+        else:
+            drawn.meta.update({k: v for k, v in node.meta.items() if k in ("val", "tensor_meta")})
+            node.replace_all_uses_with(drawn)
+            graph.erase_node(node)
+    graph.lint()
+    graph_module.recompile()
+    used = {symbol for draw in draws for symbol in _free_symbols(draw)}
+    return HostDraws(draws, [binding for binding in bindings if binding[0] in used], on_device)
+
+
+def _symbol_bindings(placeholders: list[torch.fx.Node]) -> list[tuple[Any, int, int | None]]:
+    """Where each plain symbol of the graph's sizes comes from: an integer input, or a dimension of an input."""
+    import sympy
+
+    bindings: list[tuple[Any, int, int | None]] = []
+    seen: set[Any] = set()
+    for index, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        sizes: list[tuple[Any, int | None]] = []
+        if isinstance(val, torch.SymInt):
+            sizes = [(val, None)]
+        elif isinstance(val, torch.Tensor):
+            sizes = [(size, dimension) for dimension, size in enumerate(val.shape)]
+        for size, dimension in sizes:
+            symbol = size.node.expr if isinstance(size, torch.SymInt) else None
+            if isinstance(symbol, sympy.Symbol) and symbol not in seen:
+                seen.add(symbol)
+                bindings.append((symbol, index, dimension))
+    return bindings
+
+
+def _free_symbols(draw: _Draw) -> set[Any]:
+    symbols: set[Any] = set()
+
+    def visit(item: Any) -> None:
+        if isinstance(item, torch.SymInt):
+            symbols.update(item.node.expr.free_symbols)
+        elif isinstance(item, _Size):
+            visit(item.expression)
+        elif isinstance(item, _Empty):
+            for size in (*item.shape, *item.stride):
+                visit(size)
+        elif isinstance(item, list | tuple):
+            for element in item:
+                visit(element)
+
+    visit(draw.args)
+    visit(list(draw.kwargs.values()))
+    return symbols
+
+
+def _draw_of(
+    node: torch.fx.Node, position: dict[torch.fx.Node, int], bindings: list[tuple[Any, int, int | None]]
+) -> _Draw:
+    """The host call that draws `node`'s result."""
+    packet = _packet(node)
+    assert isinstance(node.target, torch._ops.OpOverload)
+    bound = {binding[0] for binding in bindings}
+    schema = node.target._schema
+
+    def template(item: Any, name: str | None) -> Any:
+        if isinstance(item, torch.fx.Node):
+            val = item.meta.get("val")
+            shape_only = (
+                (name == "self" and packet in _SHAPE_ONLY_SELF)
+                or (name == "self" and packet == "bernoulli" and _has_p(node))
+                # the mask's draw depends on the input's shape and dtype only
+                or (name == "input" and packet == "native_dropout")
+            )
+            if isinstance(val, torch.Tensor) and shape_only:
+                return _Empty(tuple(val.shape), tuple(val.stride()), val.dtype)
+            if isinstance(val, torch.SymInt | int) and not isinstance(val, bool):
+                if isinstance(val, torch.SymInt) and not val.node.expr.free_symbols <= bound:
+                    raise _unbound(node, item)
+                return _Size(val)
+            if item in position:
+                return _Input(position[item])
+            raise _computed_in_graph(node, item, name)
+        if isinstance(item, list | tuple):
+            return type(item)(template(element, None) for element in item)
+        if isinstance(item, torch.device) and item.type != "cpu":
+            return torch.device("cpu")
+        return item
+
+    names = [argument.name for argument in schema.arguments]
+    args = tuple(template(arg, names[i] if i < len(names) else None) for i, arg in enumerate(node.args))
+    kwargs = {key: template(value, key) for key, value in node.kwargs.items()}
+    return _Draw(node.target, args, kwargs, 1 if packet == "native_dropout" else None, str(node.target))
+
+
+def _has_p(node: torch.fx.Node) -> bool:
+    """`bernoulli.p` and `bernoulli.Tensor`: `self` gives the shape, `p` the probabilities."""
+    assert isinstance(node.target, torch._ops.OpOverload)
+    return node.target._overloadname in ("p", "Tensor")
+
+
+def _replace_dropout(graph: torch.fx.Graph, node: torch.fx.Node, mask: torch.fx.Node) -> None:
+    """native_dropout(input, p, train) -> (input * mask * (1 / (1 - p)), mask) with `mask` drawn on the host:
+    ATen's CPU kernel computes its output so, from the mask it draws."""
+    from torch._guards import detect_fake_mode
+
+    source, p = node.args[0], float(node.args[1])  # type: ignore[arg-type]
+    assert isinstance(source, torch.fx.Node)
+    output_val, mask_val = node.meta["val"]
+    mask.meta["val"] = mask_val
+    keep = 1.0 - p
+    scale = 1.0 / keep if keep != 0 else 0.0
+    fake_mode = detect_fake_mode([output_val])
+    with graph.inserting_after(node):
+        kept = graph.call_function(torch.ops.aten.mul.Tensor, (source, mask))
+        with graph.inserting_after(kept):
+            output = graph.call_function(torch.ops.aten.mul.Tensor, (kept, scale))
+    for new in (kept, output):
+        new.meta.update({k: v for k, v in node.meta.items() if k not in ("val", "tensor_meta")})
+    if fake_mode is not None:
+        with fake_mode:
+            kept.meta["val"] = torch.ops.aten.mul.Tensor(source.meta["val"], mask_val)
+    else:
+        kept.meta["val"] = output_val
+    output.meta["val"] = output_val
+    for user in list(node.users):
+        if user.target is operator.getitem:
+            user.replace_all_uses_with(output if user.args[1] == 0 else mask)
+            graph.erase_node(user)
+    graph.erase_node(node)
+
+
+def _describe(node: torch.fx.Node) -> str:
+    from neuron_mlir.frontend.fx_importer import node_location
+    from neuron_mlir.ir.locations import describe_location
+
+    where = describe_location(node_location(node))
+    return f"{node.target}" + (f" at {where}" if where else "")
+
+
+def _computed_in_graph(node: torch.fx.Node, argument: torch.fx.Node, name: str | None) -> FallbackRandomError:
+    return FallbackRandomError(
+        f"neuron-mlir: fallback_random: {_describe(node)} draws from the values of its argument "
+        f"{name or argument.name!r}, which the graph computes ({_describe(argument)}): a draw on the host needs them "
+        "before the program runs. Compute them outside the compiled function (pass them in), or compile without "
+        "fallback_random (the compiler then draws from its own generator)"
+    )
+
+
+def _unbound(node: torch.fx.Node, argument: torch.fx.Node) -> FallbackRandomError:
+    return FallbackRandomError(
+        f"neuron-mlir: fallback_random: {_describe(node)} draws a size ({argument.name}) that no input of the graph "
+        "gives; compile without fallback_random"
+    )
