@@ -23,11 +23,12 @@ scale that ATen's kernel computes, in the graph, where the input is. Nothing els
 A draw needs on the host the values it depends on. Tensor arguments whose values an op ignores (the `self` of the
 functional forms of in-place draws, `exponential(x)`, `uniform(x)`, ..., and of the `*_like` factories) are
 empty tensors of their shape, strides and dtype; sizes are the call's (symbolic sizes are bound from the
-inputs). A tensor argument whose values the draw reads (`bernoulli`'s probabilities, `normal`'s means) must be an
-input of the graph: one computed inside it exists only on the core, mid-program. Such a graph is refused with an
-error naming the op and its source line, rather than split there: the partition that would run the draw between
-two programs regroups the graph's independent nodes, so the other draws could move before or after it and the
-order that makes the numbers eager's would be lost.
+inputs). A tensor argument whose values the draw reads (`bernoulli`'s probabilities, `normal`'s means) is an
+input of the graph, or computed from constants alone (a `full` of a probability, its views), which the host
+computes again as eager does. One computed from the graph's inputs exists only on the core, mid-program: such a
+graph is refused with an error naming the op and its source line, rather than split there, because the partition
+that would run the draw between two programs regroups the graph's independent nodes, so the other draws could
+move before or after it and the order that makes the numbers eager's would be lost.
 """
 
 from __future__ import annotations
@@ -116,22 +117,31 @@ class _Size:
     expression: Any
 
 
-@dataclass
-class _Draw:
-    """One random node's host call; `part` picks one result of a tuple (native_dropout's mask)."""
+@dataclass(frozen=True)
+class _Value:
+    """The result of an earlier host call, by its node's name."""
 
-    op: torch._ops.OpOverload
+    name: str
+
+
+@dataclass
+class _Call:
+    """One node's host call: a draw (`drawn`: counted, its result appended to the arguments) or a step computing
+    a draw's constant argument; `part` picks one result of a tuple (native_dropout's mask)."""
+
+    op: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     part: int | None
     name: str
+    drawn: bool = True
 
 
 class HostDraws:
     """The draws lifted out of a graph, made at each call and appended to its arguments (module docstring)."""
 
-    def __init__(self, draws: list[_Draw], bindings: list[tuple[Any, int, int | None]], on_device: bool):
-        self.draws = draws
+    def __init__(self, calls: list[_Call], bindings: list[tuple[Any, int, int | None]], on_device: bool):
+        self.calls = calls
         # symbol -> (argument index, dimension or None for an integer argument)
         self.bindings = bindings
         self.on_device = on_device
@@ -151,8 +161,11 @@ class HostDraws:
         from neuron_mlir.frontend import stats
 
         symbols = self._symbols(args)
+        values: dict[str, Any] = {}
 
         def value(item: Any) -> Any:
+            if isinstance(item, _Value):
+                return values[item.name]
             if isinstance(item, _Input):
                 argument = args[item.index]
                 return argument.cpu() if isinstance(argument, torch.Tensor) else argument
@@ -168,12 +181,14 @@ class HostDraws:
 
         results = []
         with _drawing_from(self.on_device):
-            for draw in self.draws:
-                result = draw.op(*value(draw.args), **{key: value(item) for key, item in draw.kwargs.items()})
-                if draw.part is not None:
-                    result = result[draw.part]
-                stats.record_host_random_draw(draw.name, result.numel())
-                results.append(result.to("neuron") if self.on_device else result)
+            for call in self.calls:
+                result = call.op(*value(call.args), **{key: value(item) for key, item in call.kwargs.items()})
+                if call.part is not None:
+                    result = result[call.part]
+                values[call.name] = result
+                if call.drawn:
+                    stats.record_host_random_draw(str(call.op), result.numel())
+                    results.append(result.to("neuron") if self.on_device else result)
         return results
 
     def _symbols(self, args: Sequence[Any]) -> dict[Any, int]:
@@ -224,7 +239,9 @@ def lift_random_draws(graph_module: torch.fx.GraphModule) -> HostDraws | None:
         isinstance(val := node.meta.get("val"), torch.Tensor) and val.device.type == "neuron"
         for node in [*placeholders, *random_nodes]
     )
-    draws = [_draw_of(node, position, bindings) for node in random_nodes]
+    calls: dict[str, _Call] = {}  # the draws and the steps computing their constant arguments, in order
+    for node in random_nodes:
+        _draw_of(node, position, bindings, calls)
     last = placeholders[-1] if placeholders else None
     for node in random_nodes:
         # the draws' placeholders follow the graph's own, in the draws' order (the order `HostDraws` appends them)
@@ -240,8 +257,8 @@ def lift_random_draws(graph_module: torch.fx.GraphModule) -> HostDraws | None:
             graph.erase_node(node)
     graph.lint()
     graph_module.recompile()
-    used = {symbol for draw in draws for symbol in _free_symbols(draw)}
-    return HostDraws(draws, [binding for binding in bindings if binding[0] in used], on_device)
+    used = {symbol for call in calls.values() for symbol in _free_symbols(call)}
+    return HostDraws(list(calls.values()), [binding for binding in bindings if binding[0] in used], on_device)
 
 
 def _symbol_bindings(placeholders: list[torch.fx.Node]) -> list[tuple[Any, int, int | None]]:
@@ -265,7 +282,7 @@ def _symbol_bindings(placeholders: list[torch.fx.Node]) -> list[tuple[Any, int, 
     return bindings
 
 
-def _free_symbols(draw: _Draw) -> set[Any]:
+def _free_symbols(call: _Call) -> set[Any]:
     symbols: set[Any] = set()
 
     def visit(item: Any) -> None:
@@ -280,19 +297,22 @@ def _free_symbols(draw: _Draw) -> set[Any]:
             for element in item:
                 visit(element)
 
-    visit(draw.args)
-    visit(list(draw.kwargs.values()))
+    visit(call.args)
+    visit(list(call.kwargs.values()))
     return symbols
 
 
 def _draw_of(
-    node: torch.fx.Node, position: dict[torch.fx.Node, int], bindings: list[tuple[Any, int, int | None]]
-) -> _Draw:
-    """The host call that draws `node`'s result."""
+    node: torch.fx.Node,
+    position: dict[torch.fx.Node, int],
+    bindings: list[tuple[Any, int, int | None]],
+    calls: dict[str, _Call],
+) -> None:
+    """Add the host call that draws `node`'s result to `calls`, after the steps computing its constant arguments."""
     packet = _packet(node)
     assert isinstance(node.target, torch._ops.OpOverload)
     bound = {binding[0] for binding in bindings}
-    schema = node.target._schema
+    constant: dict[torch.fx.Node, bool] = {}
 
     def template(item: Any, name: str | None) -> Any:
         if isinstance(item, torch.fx.Node):
@@ -305,23 +325,67 @@ def _draw_of(
             )
             if isinstance(val, torch.Tensor) and shape_only:
                 return _Empty(tuple(val.shape), tuple(val.stride()), val.dtype)
-            if isinstance(val, torch.SymInt | int) and not isinstance(val, bool):
-                if isinstance(val, torch.SymInt) and not val.node.expr.free_symbols <= bound:
-                    raise _unbound(node, item)
-                return _Size(val)
             if item in position:
                 return _Input(position[item])
-            raise _computed_in_graph(node, item, name)
+            return value_of(item)
         if isinstance(item, list | tuple):
             return type(item)(template(element, None) for element in item)
-        if isinstance(item, torch.device) and item.type != "cpu":
-            return torch.device("cpu")
-        return item
+        return _on_host(item)
 
-    names = [argument.name for argument in schema.arguments]
+    def value_of(item: torch.fx.Node) -> Any:
+        """A size, or the value of a tensor the graph computes from constants alone (UniSpeech's probabilities,
+        a `full` of the replacement probability): computed on the host as eager computes it."""
+        val = item.meta.get("val")
+        if isinstance(val, torch.SymInt | int) and not isinstance(val, bool):
+            if isinstance(val, torch.SymInt) and not val.node.expr.free_symbols <= bound:
+                raise _unbound(node, item)
+            return _Size(val)
+        if not _from_constants(item, constant):
+            raise _computed_in_graph(node, item)
+        if item.name not in calls:
+            args = tuple(step_template(arg) for arg in item.args)
+            kwargs = {key: step_template(arg) for key, arg in item.kwargs.items()}
+            assert callable(item.target)
+            calls[item.name] = _Call(item.target, args, kwargs, None, item.name, drawn=False)
+        return _Value(item.name)
+
+    def step_template(item: Any) -> Any:
+        if isinstance(item, torch.fx.Node):
+            return value_of(item)
+        if isinstance(item, list | tuple):
+            return type(item)(step_template(element) for element in item)
+        return _on_host(item)
+
+    names = [argument.name for argument in node.target._schema.arguments]
     args = tuple(template(arg, names[i] if i < len(names) else None) for i, arg in enumerate(node.args))
     kwargs = {key: template(value, key) for key, value in node.kwargs.items()}
-    return _Draw(node.target, args, kwargs, 1 if packet == "native_dropout" else None, str(node.target))
+    calls[node.name] = _Call(node.target, args, kwargs, 1 if packet == "native_dropout" else None, node.name)
+
+
+def _on_host(item: Any) -> Any:
+    """A device argument of a factory names the CPU: the host draws there."""
+    if isinstance(item, torch.device) and item.type != "cpu":
+        return torch.device("cpu")
+    return item
+
+
+def _from_constants(node: torch.fx.Node, known: dict[torch.fx.Node, bool]) -> bool:
+    """Whether `node`'s value depends on no input's values and no draw: deterministic ops over constants and sizes."""
+    if node not in known:
+        known[node] = False  # (an FX graph has no cycles; this only stops a second visit)
+        target = node.target
+        deterministic = (
+            isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded not in target.tags
+        ) or target is operator.getitem
+        known[node] = (
+            node.op == "call_function"
+            and deterministic
+            and all(
+                isinstance(argument.meta.get("val"), torch.SymInt | int) or _from_constants(argument, known)
+                for argument in node.all_input_nodes
+            )
+        )
+    return known[node]
 
 
 def _has_p(node: torch.fx.Node) -> bool:
@@ -369,11 +433,11 @@ def _describe(node: torch.fx.Node) -> str:
     return f"{node.target}" + (f" at {where}" if where else "")
 
 
-def _computed_in_graph(node: torch.fx.Node, argument: torch.fx.Node, name: str | None) -> FallbackRandomError:
+def _computed_in_graph(node: torch.fx.Node, argument: torch.fx.Node) -> FallbackRandomError:
     return FallbackRandomError(
-        f"neuron-mlir: fallback_random: {_describe(node)} draws from the values of its argument "
-        f"{name or argument.name!r}, which the graph computes ({_describe(argument)}): a draw on the host needs them "
-        "before the program runs. Compute them outside the compiled function (pass them in), or compile without "
+        f"neuron-mlir: fallback_random: {_describe(node)} draws from values the graph computes from its inputs "
+        f"({_describe(argument)}): a draw on the host needs them before the program runs. Compute them outside "
+        "the compiled function (pass them in), or compile without "
         "fallback_random (the compiler then draws from its own generator)"
     )
 
