@@ -200,7 +200,7 @@ KEPT_WHOLE = (
 )
 
 
-def decompositions(cpu_ops: Sequence[str] = (), fallback_random: bool = False) -> dict[Any, Any]:
+def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
     (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
     (nn.TransformerEncoderLayer's inference fast path), the ops without a lowering that
@@ -208,8 +208,8 @@ def decompositions(cpu_ops: Sequence[str] = (), fallback_random: bool = False) -
     MoE routing kernels of `frontend.routing`, fp8 scaled matmuls (`frontend.scaled_matmul`), the factorizations
     of `frontend.linalg_decompositions` and the
     special functions of `frontend.special_functions`, except those `cpu_ops` names: they reach the graph whole,
-    to run on the CPU as asked. Under `fallback_random` the random ops' decompositions are left out, so the
-    graph keeps the ops eager calls, to be drawn on the host (`frontend.fallback_random`).
+    to run on the CPU as asked. (Under `fallback_random` the backend leaves the random ops' decompositions out,
+    `fallback_random.without_random_decompositions`: the graph keeps the ops eager calls, to draw on the host.)
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -237,10 +237,6 @@ def decompositions(cpu_ops: Sequence[str] = (), fallback_random: bool = False) -
     table.update(data_dependent_decompositions())
     table.update(linalg_decompositions())
     table.update(scaled_matmul_decompositions())
-    if fallback_random:
-        from neuron_mlir.frontend.fallback_random import without_random_decompositions
-
-        return without_random_decompositions(table)
     return table
 
 
@@ -398,6 +394,11 @@ def _compile_dynamo_graph(
 
     from torch.nn.attention import sdpa_kernel
 
+    table = decompositions(config.cpu_ops)
+    if config.fallback_random:  # random ops kept as eager calls them, to be drawn on the host
+        from neuron_mlir.frontend.fallback_random import without_random_decompositions
+
+        table = without_random_decompositions(table)
     try:
         backends = attention_backends(graph_module, example_inputs)
         with sdpa_kernel(backends), scalar_reads_traced(example_inputs), compile_progress(config.progress) as progress:
@@ -409,7 +410,7 @@ def _compile_dynamo_graph(
                 bw_compiler=compiler("backward"),
                 inference_compiler=compiler("inference"),
                 partition_fn=partition_fn,
-                decompositions=decompositions(config.cpu_ops, config.fallback_random),
+                decompositions=table,
             )
     except _untraceable_errors() as error:
         sizes = size_inputs(graph_module)

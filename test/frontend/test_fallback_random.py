@@ -9,6 +9,7 @@ from support import assert_close_to_torch
 
 import neuron_mlir
 from neuron_mlir.frontend.backend import CompileOptions, decompositions
+from neuron_mlir.frontend.fallback_random import without_random_decompositions
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -203,7 +204,7 @@ def test_option_and_environment_variable(monkeypatch):
 
 
 def test_random_decompositions_are_left_out():
-    kept = decompositions(fallback_random=True)
+    kept = without_random_decompositions(decompositions())
     assert torch.ops.aten.exponential.default in decompositions()
     assert torch.ops.aten.exponential.default not in kept
     assert torch.ops.aten.rand_like.default not in kept
