@@ -263,7 +263,7 @@ def lift_random_draws(graph_module: torch.fx.GraphModule) -> HostDraws | None:
 
 def _symbol_bindings(placeholders: list[torch.fx.Node]) -> list[tuple[Any, int, int | None]]:
     """Where each plain symbol of the graph's sizes comes from: an integer input, or a dimension of an input."""
-    import sympy
+    import sympy  # type: ignore[import-untyped]
 
     bindings: list[tuple[Any, int, int | None]] = []
     seen: set[Any] = set()

@@ -84,7 +84,7 @@ SECTION = "model-sweep"
 BACKENDS = ("aot_eager", "neuron-mlir")
 # Random ops drawn on the host by torch (`frontend/fallback_random.py`): a model sampling in its forward is compared
 # with eager by value, as Inductor's accuracy runs compare with `torch._inductor.config.fallback_random`
-COMPILE_OPTIONS = {"fallback_random": True}
+COMPILE_OPTIONS: dict[str, Any] = {"fallback_random": True}
 UNFINISHED = "did not finish"  # a backend's verdict while it runs: its process was killed if it stays
 CPU_GRACE_SECONDS = 10  # after the CPU limit's SIGXCPU, the seconds until the kernel's SIGKILL
 WALL_LIMIT_FACTOR = 4  # a class's wall-clock limit, in multiples of its CPU limit

@@ -2,6 +2,7 @@
 seeded alike draw the same numbers (frontend/fallback_random.py)."""
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from neuron_mlir.frontend.fallback_random import without_random_decompositions
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
-OPTIONS = {"fallback_random": True}
+OPTIONS: dict[str, Any] = {"fallback_random": True}
 
 
 def _calls(fn, *inputs, calls=2, seed=5, options=OPTIONS):
@@ -136,8 +137,11 @@ def test_dropout_models_gradients_match_eagers():
         assert torch.equal(actual == 0, expected == 0)
         assert_close_to_torch(actual, expected, f"step {step} output")
         for (name, parameter), compiled_parameter in zip(model.named_parameters(), twin.parameters(), strict=True):
-            assert torch.equal(compiled_parameter.grad == 0, parameter.grad == 0), name
-            assert_close_to_torch(compiled_parameter.grad, parameter.grad, f"step {step} {name}.grad")
+            grad, expected_grad = compiled_parameter.grad, parameter.grad
+            assert grad is not None, name
+            assert expected_grad is not None, name
+            assert torch.equal(grad == 0, expected_grad == 0), name
+            assert_close_to_torch(grad, expected_grad, f"step {step} {name}.grad")
         model.zero_grad()
         twin.zero_grad()
     assert neuron_mlir.stats()["host_random_draws"] == {"aten.native_dropout.default": 4}
