@@ -210,6 +210,7 @@ def compile_graph(
         except FallbackRandomError as error:
             raise NeuronCompileError(str(error)) from None
         if draws is not None:
+            logger.info("%s graph: %d random op(s) drawn on the host (fallback_random)", kind, len(draws.drawn))
             return draws.wrap(_compile_graph_module(graph_module, options, kind))
     return _compile_graph_module(graph_module, options, kind)
 

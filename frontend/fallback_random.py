@@ -142,6 +142,7 @@ class HostDraws:
 
     def __init__(self, calls: list[_Call], bindings: list[tuple[Any, int, int | None]], on_device: bool):
         self.calls = calls
+        self.drawn = [call for call in calls if call.drawn]
         # symbol -> (argument index, dimension or None for an integer argument)
         self.bindings = bindings
         self.on_device = on_device
