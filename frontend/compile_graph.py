@@ -203,15 +203,19 @@ def compile_graph(
     they are an error listing each with its reason.
     """
     if options.fallback_random:
-        from neuron_mlir.frontend.fallback_random import FallbackRandomError, lift_random_draws
+        from neuron_mlir.frontend.fallback_random import FallbackRandomError, compile_with_host_draws
 
         try:
-            draws = lift_random_draws(graph_module)  # random ops drawn on the host, their results inputs
+            # random ops drawn on the host, their results inputs (or the graph cut before draws of its values)
+            compiled = compile_with_host_draws(
+                graph_module,
+                lambda lifted: _compile_graph_module(lifted, options, kind),
+                lambda region: compile_graph(region, (), options, kind),
+            )
         except FallbackRandomError as error:
             raise NeuronCompileError(str(error)) from None
-        if draws is not None:
-            logger.info("%s graph: %d random op(s) drawn on the host (fallback_random)", kind, len(draws.drawn))
-            return draws.wrap(_compile_graph_module(graph_module, options, kind))
+        if compiled is not None:
+            return compiled
     return _compile_graph_module(graph_module, options, kind)
 
 

@@ -25,10 +25,13 @@ functional forms of in-place draws, `exponential(x)`, `uniform(x)`, ..., and of 
 empty tensors of their shape, strides and dtype; sizes are the call's (symbolic sizes are bound from the
 inputs). A tensor argument whose values the draw reads (`bernoulli`'s probabilities, `normal`'s means) is an
 input of the graph, or computed from constants alone (a `full` of a probability, its views), which the host
-computes again as eager does. One computed from the graph's inputs exists only on the core, mid-program: such a
-graph is refused with an error naming the op and its source line, rather than split there, because the partition
-that would run the draw between two programs regroups the graph's independent nodes, so the other draws could
-move before or after it and the order that makes the numbers eager's would be lost.
+computes again as eager does. One computed from the graph's inputs (`bernoulli(x.sigmoid())`) exists only on the
+core, mid-program: there the graph is split (`compile_with_host_draws`). The cut follows the graph's node order,
+not the capability partitioner's grouping (which could move an independent draw across the cut): region k holds
+the nodes between the k-th and the (k+1)-th such draw, each such draw runs alone on the host between two
+regions, and each region is compiled with its own draws lifted, so every draw is still made in the graph's
+order. The regions are compiled programs like any other; only the split draws' arguments travel through the host.
+A draw of a size the graph reads from a tensor's values (`.item()`) is refused with the op and its source line.
 """
 
 from __future__ import annotations
@@ -92,6 +95,10 @@ def without_random_decompositions(table: dict[Any, Any]) -> dict[Any, Any]:
 
 class FallbackRandomError(RuntimeError):
     """A random op whose draw cannot be made on the host (module docstring)."""
+
+
+class _ComputedInGraph(FallbackRandomError):
+    """A draw reading values the graph computes from its inputs: the graph is split before it."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +232,113 @@ class _drawing_from:
             self.context.__exit__(*exc)
 
 
+def compile_with_host_draws(
+    graph_module: torch.fx.GraphModule,
+    compile_lifted: Callable[[torch.fx.GraphModule], Callable[[list[Any]], list[Any]]],
+    compile_region: Callable[[torch.fx.GraphModule], Callable[[list[Any]], list[Any]]],
+) -> Callable[[list[Any]], list[Any]] | None:
+    """The boxed callable running `graph_module` with its draws made on the host, or None when it has no random
+    node. `compile_lifted` compiles the graph once its draws are inputs; a graph with draws that read values it
+    computes from its inputs is cut into consecutive regions before and after each such draw instead, each region
+    compiled by `compile_region` (which lifts the region's own draws) and each of those draws made on the host
+    between them (module docstring)."""
+    graph = graph_module.graph
+    random_nodes = [node for node in graph.nodes if is_random(node)]
+    if not random_nodes:
+        return None
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    position = {node: index for index, node in enumerate(placeholders)}
+    bindings = _symbol_bindings(placeholders)
+    cut = []
+    for node in random_nodes:
+        try:
+            _draw_of(node, position, bindings, {})
+        except _ComputedInGraph:
+            cut.append(node)
+    if not cut:
+        draws = lift_random_draws(graph_module)
+        assert draws is not None
+        return draws.wrap(compile_lifted(graph_module))
+    return _split_at(graph_module, cut, compile_region, _on_device(placeholders, random_nodes))
+
+
+def _on_device(placeholders: list[torch.fx.Node], random_nodes: list[torch.fx.Node]) -> bool:
+    return any(
+        isinstance(val := node.meta.get("val"), torch.Tensor) and val.device.type == "neuron"
+        for node in [*placeholders, *random_nodes]
+    )
+
+
+def _split_at(
+    graph_module: torch.fx.GraphModule,
+    cut: list[torch.fx.Node],
+    compile_region: Callable[[torch.fx.GraphModule], Callable[[list[Any]], list[Any]]],
+    on_device: bool,
+) -> Callable[[list[Any]], list[Any]]:
+    """`graph_module` as consecutive regions of its node order, each draw of `cut` a region of its own that runs
+    on the host. Region k holds the nodes between the k-th and the (k+1)-th such draw, so every draw, lifted
+    from its region or made between regions, is made in the graph's order."""
+    from torch.fx.passes.split_module import split_module
+
+    from neuron_mlir.frontend.partition import CompiledRegion, _copy_input_metadata
+
+    cut_nodes = set(cut)
+    region_of: dict[torch.fx.Node, int] = {}
+    index = 0
+    for node in graph_module.graph.nodes:
+        if node in cut_nodes:
+            region_of[node] = 2 * index + 1
+            index += 1
+        else:
+            region_of[node] = 2 * index
+    split = split_module(graph_module, graph_module, region_of.__getitem__, keep_original_order=True)
+    for node in list(split.graph.nodes):
+        if node.op != "call_module":
+            continue
+        region = split.get_submodule(str(node.target))
+        assert isinstance(region, torch.fx.GraphModule)
+        _copy_input_metadata(split, node, region)
+        output = next(n for n in region.graph.nodes if n.op == "output")
+        returns_tuple = isinstance(output.args[0], list | tuple)
+        if int(str(node.target).rsplit("_", 1)[1]) % 2:
+            setattr(split, str(node.target), _HostDraw(region, on_device, returns_tuple))
+        else:
+            setattr(split, str(node.target), CompiledRegion(compile_region(region), returns_tuple))
+    split.recompile()
+
+    def run_split(args: list[Any]) -> list[Any]:
+        inputs = list(args)
+        args.clear()
+        result = split(*inputs)
+        return list(result) if isinstance(result, list | tuple) else [result]
+
+    run_split._boxed_call = True  # type: ignore[attr-defined]
+    return run_split
+
+
+class _HostDraw(torch.nn.Module):
+    """One draw reading values the graph computed, made on the host between two compiled regions."""
+
+    def __init__(self, region: torch.fx.GraphModule, on_device: bool, returns_tuple: bool):
+        super().__init__()
+        self.region = region
+        self.on_device = on_device
+        self.returns_tuple = returns_tuple
+        self.name = next(str(n.target) for n in region.graph.nodes if n.op == "call_function" and is_random(n))
+
+    def forward(self, *args: Any) -> Any:
+        from neuron_mlir.frontend import stats
+
+        host = [arg.cpu() if isinstance(arg, torch.Tensor) else arg for arg in args]
+        with _drawing_from(self.on_device):
+            result = self.region(*host)
+        values = list(result) if isinstance(result, list | tuple) else [result]
+        stats.record_host_random_draw(self.name, sum(v.numel() for v in values if isinstance(v, torch.Tensor)))
+        if self.on_device:
+            values = [v.to("neuron") if isinstance(v, torch.Tensor) else v for v in values]
+        return tuple(values) if isinstance(result, list | tuple) else values[0]
+
+
 def lift_random_draws(graph_module: torch.fx.GraphModule) -> HostDraws | None:
     """Rewrite `graph_module` so that its random nodes' results are inputs (module docstring); the draws that
     compute them, or None when the graph has no random node (then it is left as it is). Raises
@@ -236,10 +350,7 @@ def lift_random_draws(graph_module: torch.fx.GraphModule) -> HostDraws | None:
     placeholders = [node for node in graph.nodes if node.op == "placeholder"]
     position = {node: index for index, node in enumerate(placeholders)}
     bindings = _symbol_bindings(placeholders)
-    on_device = any(
-        isinstance(val := node.meta.get("val"), torch.Tensor) and val.device.type == "neuron"
-        for node in [*placeholders, *random_nodes]
-    )
+    on_device = _on_device(placeholders, random_nodes)
     calls: dict[str, _Call] = {}  # the draws and the steps computing their constant arguments, in order
     for node in random_nodes:
         _draw_of(node, position, bindings, calls)
@@ -435,7 +546,7 @@ def _describe(node: torch.fx.Node) -> str:
 
 
 def _computed_in_graph(node: torch.fx.Node, argument: torch.fx.Node) -> FallbackRandomError:
-    return FallbackRandomError(
+    return _ComputedInGraph(
         f"neuron-mlir: fallback_random: {_describe(node)} draws from values the graph computes from its inputs "
         f"({_describe(argument)}): a draw on the host needs them before the program runs. Compute them outside "
         "the compiled function (pass them in), or compile without "

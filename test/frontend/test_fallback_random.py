@@ -177,17 +177,54 @@ def test_symbolic_sizes_are_bound_at_the_call():
         _assert_equal([compiled(x)], [expected])
 
 
-def test_a_draw_from_values_the_graph_computes_is_refused():
-    def coins(x):
-        return torch.bernoulli(x.sigmoid())
+def test_a_draw_from_values_the_graph_computes_splits_the_graph_in_its_order():
+    def coins(x, y):
+        dropped = torch.nn.functional.dropout(x, 0.5, training=True)
+        first = torch.bernoulli(x.sigmoid())  # probabilities computed on the core: a cut
+        noise = torch.rand_like(y)  # independent of the cut, drawn after it as in eager
+        second = torch.bernoulli(torch.sigmoid(first * y))
+        return dropped, first, noise, second, torch.randn(3)
 
+    eager, actual = _calls(coins, torch.randn(8, 16), torch.randn(8, 16))
+    _assert_equal(actual, eager)
+    _assert_calls_differ(actual)
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    assert stats["host_random_draws"] == {
+        "aten.native_dropout.default": 2,
+        "aten.bernoulli.default": 4,
+        "aten.rand_like.default": 2,
+        "aten.randn.default": 2,
+    }
+    assert stats["graphs_compiled"] == 3  # the regions before, between and after the two cuts
+
+
+def test_a_split_graph_on_the_device_draws_from_the_device_generator():
+    def coins(x):
+        return torch.bernoulli(x.sigmoid()), torch.rand_like(x)
+
+    x = torch.randn(8, 16)
+    torch.manual_seed(4)
+    expected = coins(x)
     compiled = torch.compile(coins, backend="neuron-mlir", options=OPTIONS)
-    with pytest.raises(
-        Exception, match=r"fallback_random: aten\.bernoulli\.default at \S*test_fallback_random\.py:\d+"
-    ) as raised:
-        compiled(torch.randn(4, 5))
-    assert "NeuronCompileError" in str(raised.value)
-    assert "values the graph computes from its inputs (aten.sigmoid.default" in str(raised.value)
+    torch.manual_seed(4)
+    actual = compiled(x.to("neuron"))
+    assert all(value.device.type == "neuron" for value in actual)
+    _assert_equal([tuple(value.cpu() for value in actual)], [expected])
+
+
+def test_a_draw_of_a_size_no_input_gives_is_refused():
+    # a size read from a tensor's value inside the graph: the host cannot know it before the program runs
+    def noisy(x, n):
+        return x + torch.rand(int(n.sum().item()), 3).sum()
+
+    torch._dynamo.config.capture_scalar_outputs = True
+    try:
+        compiled = torch.compile(noisy, backend="neuron-mlir", options=OPTIONS)
+        with pytest.raises(Exception, match=r"fallback_random: aten\.rand\.default at \S*test_fallback_random\.py:\d+"):
+            compiled(torch.randn(2, 3), torch.tensor([2, 3]))
+    finally:
+        torch._dynamo.config.capture_scalar_outputs = False
 
 
 def test_off_by_default_the_compiler_draws():
