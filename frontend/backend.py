@@ -368,6 +368,17 @@ def neuron_mlir_backend(
 def _compile_dynamo_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], config: CompileOptions
 ) -> Any:
+    if config.fallback_random:
+        from neuron_mlir.frontend.fallback_random import keep_dead_draws, without_extra_outputs
+
+        # a draw whose result nothing reads still advances eager's generator: kept as an output, dropped after
+        extra = keep_dead_draws(graph_module)
+        if extra:
+            return without_extra_outputs(_compile_traced(graph_module, example_inputs, config), extra)
+    return _compile_traced(graph_module, example_inputs, config)
+
+
+def _compile_traced(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], config: CompileOptions) -> Any:
     from torch._functorch.aot_autograd import aot_module_simplified
 
     recognize_activations(graph_module)

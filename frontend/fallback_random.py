@@ -36,6 +36,7 @@ A draw of a size the graph reads from a tensor's values (`.item()`) is refused w
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -91,6 +92,66 @@ def without_random_decompositions(table: dict[Any, Any]) -> dict[Any, Any]:
         for op, rule in table.items()
         if not (isinstance(op, torch._ops.OpOverload) and op._schema.name.removeprefix("aten::") in DRAWN_ON_HOST)
     }
+
+
+# Dynamo's spelling of the draws (functions and tensor methods), for draws whose result nothing reads
+_DYNAMO_DRAWS = frozenset(
+    {
+        "rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "bernoulli", "normal",
+        "poisson", "multinomial", "binomial", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+        "feature_alpha_dropout", "rrelu", "native_dropout",
+    }
+)  # fmt: skip
+_DYNAMO_DRAWING_METHODS = frozenset(
+    {
+        "bernoulli", "bernoulli_", "uniform_", "normal_", "exponential_", "cauchy_", "log_normal_", "geometric_",
+        "random_", "multinomial",
+    }
+)  # fmt: skip
+
+
+def keep_dead_draws(graph_module: torch.fx.GraphModule) -> int:
+    """Make the draws of a Dynamo graph whose results reach no output extra outputs of it (after its own), and
+    return their number. Eager makes such a draw and advances the generator; AOTAutograd's trace keeps only what
+    its outputs need, so without this every later draw would start from another state than eager's (UniSpeech's
+    replacement mask feeds logits its forward does not return)."""
+    graph = graph_module.graph
+    output = next(node for node in graph.nodes if node.op == "output")
+    live: set[torch.fx.Node] = set()
+    pending = [output]
+    while pending:
+        node = pending.pop()
+        if node not in live:
+            live.add(node)
+            pending.extend(node.all_input_nodes)
+    dead = [
+        node
+        for node in graph.nodes
+        if node not in live
+        and (
+            (node.op == "call_function" and getattr(node.target, "__name__", None) in _DYNAMO_DRAWS)
+            or (node.op == "call_method" and node.target in _DYNAMO_DRAWING_METHODS)
+        )
+    ]
+    if not dead:
+        return 0
+    values = output.args[0]
+    if not isinstance(values, list | tuple):
+        return 0  # a single output, which Dynamo never makes: nothing to append to
+    output.args = (type(values)([*values, *dead]),)
+    graph.lint()
+    graph_module.recompile()
+    return len(dead)
+
+
+def without_extra_outputs(compiled: Callable[..., Any], extra: int) -> Callable[..., Any]:
+    """`compiled` (called as Dynamo calls a backend's result) without its last `extra` outputs."""
+
+    def call(*args: Any) -> Any:
+        outputs = compiled(*args)
+        return type(outputs)(outputs[:-extra]) if isinstance(outputs, list | tuple) else outputs
+
+    return functools.update_wrapper(call, compiled)  # its calling convention and attributes
 
 
 class FallbackRandomError(RuntimeError):

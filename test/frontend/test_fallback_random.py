@@ -103,6 +103,19 @@ def test_probabilities_computed_from_constants_are_computed_on_the_host():
     assert neuron_mlir.stats()["host_random_draws"] == {"aten.bernoulli.default": 2}
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_a_draw_nothing_reads_is_still_made(training):
+    # eager draws the mask and advances the generator; the trace alone would drop it (UniSpeech's unreturned logits)
+    def noisy(x):
+        mask = torch.bernoulli(torch.full((2, 3), 0.5))
+        unused = x * mask  # noqa: F841
+        return x + torch.rand(2, 3)
+
+    eager, actual = _calls(noisy, torch.randn(2, 3, requires_grad=training))
+    _assert_equal([a.detach() for a in actual], [e.detach() for e in eager])
+    assert neuron_mlir.stats()["host_random_draws"] == {"aten.bernoulli.default": 2, "aten.rand.default": 2}
+
+
 def test_other_distributions_and_integers():
     def draws(x):
         return (
