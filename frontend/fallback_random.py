@@ -32,6 +32,10 @@ the nodes between the k-th and the (k+1)-th such draw, each such draw runs alone
 regions, and each region is compiled with its own draws lifted, so every draw is still made in the graph's
 order. The regions are compiled programs like any other; only the split draws' arguments travel through the host.
 A draw of a size the graph reads from a tensor's values (`.item()`) is refused with the op and its source line.
+
+Eager makes every draw, read or not; AOTAutograd's trace keeps only what a graph's outputs need. So before the
+trace the backend makes the draws of Dynamo's graph whose results reach no output extra outputs of it
+(`keep_dead_draws`), and drops them from the compiled callable's results (`without_extra_outputs`).
 """
 
 from __future__ import annotations
