@@ -10,7 +10,8 @@ kernel's instructions the compiler inlines into the program; where the kernel do
 legality), the graph is partitioned around it the same way, but it is no fallback: it runs as the kernel's own
 program on the simulated core, so strict mode accepts it.
 Under the `fallback_random` option a graph's random nodes are first lifted into inputs that the host draws by
-torch at every call (`frontend.fallback_random`), and the graph without them is compiled as any other.
+torch at every call (`frontend.fallback_random`; a draw of values the graph computes cuts it into regions there),
+and the graph without them is compiled as any other.
 A graph with data-dependent sizes (`frontend.data_dependent`) is partitioned around its host nodes too (reads of
 a count from a tensor, arithmetic on it, views cutting a buffer to it); a region whose inputs have such sizes is
 compiled at its calls, once per set of sizes it meets, and an op its sizes rule out is an error naming it.
@@ -332,12 +333,10 @@ def _compile_around_host_nodes(
     debug_dir: Path | None,
     host: set[torch.fx.Node],
 ) -> Callable[[list[Any]], list[Any]]:
-    """Under the `fallback_random` option a graph's random nodes are first lifted into inputs that the host draws by
-    torch at every call (`frontend.fallback_random`), and the graph without them is compiled as any other.
-    A graph with data-dependent sizes (`frontend.data_dependent`): partitioned around its host nodes (reads
-        of a count, arithmetic on it, the views cutting a buffer to it) and the nodes the core cannot run. A region
-        whose inputs have sizes known only at its call is compiled at each call for the sizes it meets (and kept for
-        them); the others are compiled now, as any graph is."""
+    """A graph with data-dependent sizes (`frontend.data_dependent`): partitioned around its host nodes (reads
+    of a count, arithmetic on it, the views cutting a buffer to it) and the nodes the core cannot run. A region
+    whose inputs have sizes known only at its call is compiled at each call for the sizes it meets (and kept for
+    them); the others are compiled now, as any graph is."""
     missing = [node for node in unsupported_nodes(graph_module, options.cpu_ops) if node not in host]
     if missing:
         _report_fallback(missing, options, name, {}, None, debug_dir)

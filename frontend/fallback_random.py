@@ -41,6 +41,7 @@ trace the backend makes the draws of Dynamo's graph whose results reach no outpu
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ from typing import Any
 
 import torch
 import torch.fx
+
+logger = logging.getLogger("neuron_mlir")
 
 # The ATen ops that draw (by packet): kept whole by the decompositions under `fallback_random` and drawn on the
 # host. Composite ops tagged nondeterministic (attention, RNNs with dropout) decompose into these.
@@ -323,7 +326,9 @@ def compile_with_host_draws(
     if not cut:
         draws = lift_random_draws(graph_module)
         assert draws is not None
+        logger.info("fallback_random: %d random op(s) of a graph drawn on the host", len(draws.drawn))
         return draws.wrap(compile_lifted(graph_module))
+    logger.info("fallback_random: a graph cut at %d draw(s) of values it computes", len(cut))
     return _split_at(graph_module, cut, compile_region, _on_device(placeholders, random_nodes))
 
 
