@@ -131,6 +131,24 @@ def test_other_distributions_and_integers():
     _assert_calls_differ(actual)
 
 
+def test_the_composite_distributions_and_draws_from_input_tensors():
+    # the ops the compiler otherwise writes as inverse CDFs of its own draws (frontend/composite_decompositions.py)
+    def draws(x, weights, mean):
+        return (
+            torch.empty_like(x).cauchy_(0.5, 2.0),
+            torch.empty_like(x).log_normal_(0.0, 0.5),
+            torch.empty_like(x).geometric_(0.3),
+            torch.empty_like(x).random_(3, 17),
+            torch.multinomial(weights, 4),
+            torch.multinomial(weights, 7, replacement=True),
+            torch.normal(mean, 2.0),
+        )
+
+    eager, actual = _calls(draws, torch.zeros(20, 30), torch.rand(6, 9), torch.randn(5, 4))
+    _assert_equal(actual, eager)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
 def test_dropout_models_gradients_match_eagers():
     torch.manual_seed(0)
     model = torch.nn.Sequential(
