@@ -369,8 +369,9 @@ def _compile_dynamo_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], config: CompileOptions
 ) -> Any:
     if config.fallback_random:
-        from neuron_mlir.frontend.fallback_random import keep_dead_draws, without_extra_outputs
+        from neuron_mlir.frontend.fallback_random import dropout_as_on_the_cpu, keep_dead_draws, without_extra_outputs
 
+        dropout_as_on_the_cpu(graph_module)  # eager's arithmetic around the mask, forward and backward
         # a draw whose result nothing reads still advances eager's generator: kept as an output, dropped after
         extra = keep_dead_draws(graph_module)
         if extra:

@@ -19,6 +19,9 @@ placeholder after the graph's own, in the random nodes' order, which the returne
 appends to the arguments of every call. `native_dropout` is split: its mask (the only drawn part, whose draw
 depends on the input's shape and dtype alone) is the placeholder, and its output the product input * mask *
 scale that ATen's kernel computes, in the graph, where the input is. Nothing else in the graph changes.
+(Dropout of CPU tensors reaches the graph otherwise: eager's `F.dropout` runs ATen's CPU `_dropout`, not
+`native_dropout`, so the backend traces it as that kernel computes it, `dropout_as_on_the_cpu`: a `bernoulli.p`
+draw of the noise, drawn on the host like any other, and its products in the graph.)
 
 A draw needs on the host the values it depends on. Tensor arguments whose values an op ignores (the `self` of the
 functional forms of in-place draws, `exponential(x)`, `uniform(x)`, ..., and of the `*_like` factories) are
@@ -34,7 +37,7 @@ order. The regions are compiled programs like any other; only the split draws' a
 A draw of a size the graph reads from a tensor's values (`.item()`) is refused with the op and its source line.
 
 Eager makes every draw, read or not; AOTAutograd's trace keeps only what a graph's outputs need. So before the
-trace the backend makes the draws of Dynamo's graph whose results reach no output extra outputs of it
+trace the backend also makes the draws of Dynamo's graph whose results reach no output extra outputs of it
 (`keep_dead_draws`), and drops them from the compiled callable's results (`without_extra_outputs`).
 """
 
@@ -115,6 +118,51 @@ _DYNAMO_DRAWING_METHODS = frozenset(
         "random_", "multinomial",
     }
 )  # fmt: skip
+
+
+def eager_cpu_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
+    """Dropout as ATen's CPU kernel computes it (`_dropout`, which `F.dropout` and `torch.dropout` of CPU tensors
+    run): noise = bernoulli(1 - p) in the input's dtype, divided by 1 - p, times the input, so that the backward
+    is the gradient times that noise; no draw out of training or at p = 0, the input times a zero at p = 1.
+    AOTAutograd traces dropout as `native_dropout` instead, whose mask is the same draw but whose output
+    (input * mask * (1 / (1 - p))) and gradient round differently for some p (0.15, 0.45, ...)."""
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * torch.zeros((), dtype=input.dtype)
+    noise = torch.bernoulli(torch.empty_like(input), 1 - p)
+    return input * (noise / (1 - p))
+
+
+def dropout_as_on_the_cpu(graph_module: torch.fx.GraphModule) -> int:
+    """Make the dropouts of a Dynamo graph of CPU tensors calls of `eager_cpu_dropout`; returns their number.
+    Calls whose probability or training flag is a graph value, and in-place ones, are left alone."""
+    count = 0
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or node.target not in (torch.nn.functional.dropout, torch.dropout):
+            continue
+        names = (
+            ("input", "p", "training", "inplace")
+            if node.target is torch.nn.functional.dropout
+            else ("input", "p", "train")
+        )
+        arguments = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+        p, training = arguments.get("p", 0.5), arguments.get("training", arguments.get("train", True))
+        example = node.meta.get("example_value")
+        if (
+            not isinstance(p, int | float)
+            or not isinstance(training, bool)
+            or arguments.get("inplace", False) is not False
+            or not isinstance(example, torch.Tensor)
+            or example.device.type != "cpu"
+        ):
+            continue
+        node.target = eager_cpu_dropout
+        node.args, node.kwargs = (arguments["input"], float(p), training), {}
+        count += 1
+    if count:
+        graph_module.recompile()
+    return count
 
 
 def keep_dead_draws(graph_module: torch.fx.GraphModule) -> int:

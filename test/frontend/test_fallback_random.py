@@ -52,8 +52,39 @@ def test_dropout_in_training_draws_eagers_mask():
     _assert_calls_differ(actual)
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
-    assert stats["host_random_draws"] == {"aten.native_dropout.default": 4}
+    assert stats["host_random_draws"] == {"aten.bernoulli.p": 4}  # the CPU kernel's noise, as eager draws it
     assert stats["host_random_values"] == 4 * 40 * 130
+
+
+# probabilities where the CPU kernel's x * (noise / (1 - p)) and native_dropout's x * mask * (1 / (1 - p)) round
+# differently, and ones where they agree; 0 and 1 draw nothing
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.15, 0.45, 0.97, 1.0])
+def test_dropout_output_and_gradient_are_eagers_bit_for_bit(p):
+    x = torch.randn(64, 33, requires_grad=True)
+
+    def dropout(x):
+        return torch.nn.functional.dropout(x * 2, p, training=True) * 3 + torch.dropout(x, p, True)
+
+    torch.manual_seed(0)
+    expected = dropout(x)
+    expected.sum().backward()
+    expected_grad, x.grad = x.grad, None
+    compiled = torch.compile(dropout, backend="neuron-mlir", options=OPTIONS)
+    torch.manual_seed(0)
+    actual = compiled(x)
+    actual.sum().backward()
+    _assert_equal([actual.detach(), x.grad], [expected.detach(), expected_grad])
+    assert neuron_mlir.stats()["host_random_draws"] == ({"aten.bernoulli.p": 2} if 0 < p < 1 else {})
+
+
+def test_native_dropout_called_itself_computes_as_its_kernel():
+    def dropout(x):
+        output, mask = torch.native_dropout(x, 0.45, True)
+        return output, mask
+
+    eager, actual = _calls(dropout, torch.randn(40, 130))
+    _assert_equal(actual, eager)
+    assert neuron_mlir.stats()["host_random_draws"] == {"aten.native_dropout.default": 2}
 
 
 def test_rand_and_randn_in_a_compiled_function():
@@ -175,7 +206,7 @@ def test_dropout_models_gradients_match_eagers():
             assert_close_to_torch(grad, expected_grad, f"step {step} {name}.grad")
         model.zero_grad()
         twin.zero_grad()
-    assert neuron_mlir.stats()["host_random_draws"] == {"aten.native_dropout.default": 4}
+    assert neuron_mlir.stats()["host_random_draws"] == {"aten.bernoulli.p": 4}
 
 
 def test_a_graph_on_the_device_draws_from_the_device_generator():
@@ -222,7 +253,7 @@ def test_a_draw_from_values_the_graph_computes_splits_the_graph_in_its_order():
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
     assert stats["host_random_draws"] == {
-        "aten.native_dropout.default": 2,
+        "aten.bernoulli.p": 2,
         "aten.bernoulli.default": 4,
         "aten.rand_like.default": 2,
         "aten.randn.default": 2,
