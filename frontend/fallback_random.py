@@ -184,7 +184,8 @@ def keep_dead_draws(graph_module: torch.fx.GraphModule) -> int:
         for node in graph.nodes
         if node not in live
         and (
-            (node.op == "call_function" and getattr(node.target, "__name__", None) in _DYNAMO_DRAWS)
+            (node.op == "call_function" and node.target is eager_cpu_dropout)
+            or (node.op == "call_function" and getattr(node.target, "__name__", None) in _DYNAMO_DRAWS)
             or (node.op == "call_method" and node.target in _DYNAMO_DRAWING_METHODS)
         )
     ]

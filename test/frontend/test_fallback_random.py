@@ -140,11 +140,16 @@ def test_a_draw_nothing_reads_is_still_made(training):
     def noisy(x):
         mask = torch.bernoulli(torch.full((2, 3), 0.5))
         unused = x * mask  # noqa: F841
+        torch.nn.functional.dropout(x, 0.5, training=True)
         return x + torch.rand(2, 3)
 
     eager, actual = _calls(noisy, torch.randn(2, 3, requires_grad=training))
     _assert_equal([a.detach() for a in actual], [e.detach() for e in eager])
-    assert neuron_mlir.stats()["host_random_draws"] == {"aten.bernoulli.default": 2, "aten.rand.default": 2}
+    assert neuron_mlir.stats()["host_random_draws"] == {
+        "aten.bernoulli.default": 2,
+        "aten.bernoulli.p": 2,
+        "aten.rand.default": 2,
+    }
 
 
 def test_other_distributions_and_integers():
