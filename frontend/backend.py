@@ -31,6 +31,8 @@ Options (`options={...}` of torch.compile, each also settable by environment var
 
     compile_ahead  bool: compile a training graph's backward in a forked child while the forward compiles and
                runs, where that can pay (frontend/compile_ahead.py; NEURON_MLIR_COMPILE_AHEAD=0; default True)
+    fallback_random  bool: random ops draw on the host, by torch itself, the numbers eager draws after the same
+               `torch.manual_seed` (frontend/fallback_random.py; NEURON_MLIR_FALLBACK_RANDOM=1; default False)
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "stochastic_rounding", "cpu_ops", "cache",
-    "time_passes", "progress", "size_buckets", "verify", "compile_ahead",
+    "time_passes", "progress", "size_buckets", "verify", "compile_ahead", "fallback_random",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -92,6 +94,10 @@ class CompileOptions:
     compile_ahead: bool = True
     """Compile a training graph's backward in a forked child while the forward compiles and runs, where that can
     pay (`frontend.compile_ahead`)."""
+    fallback_random: bool = False
+    """Draw every random op of a graph on the host, by the ATen op eager calls, from torch's generator, so that
+    compiled and eager runs draw the same numbers after the same seed (`frontend.fallback_random`); otherwise
+    random ops draw from the compiler's counter-based generator."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -122,6 +128,7 @@ class CompileOptions:
             size_buckets=bool(options.get("size_buckets", True)),
             verify=verify,
             compile_ahead=bool(options.get("compile_ahead", os.environ.get("NEURON_MLIR_COMPILE_AHEAD", "1") != "0")),
+            fallback_random=bool(options.get("fallback_random", _flag("NEURON_MLIR_FALLBACK_RANDOM"))),
         )
 
 
@@ -201,7 +208,8 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     MoE routing kernels of `frontend.routing`, fp8 scaled matmuls (`frontend.scaled_matmul`), the factorizations
     of `frontend.linalg_decompositions` and the
     special functions of `frontend.special_functions`, except those `cpu_ops` names: they reach the graph whole,
-    to run on the CPU as asked.
+    to run on the CPU as asked. (Under `fallback_random` the backend leaves the random ops' decompositions out,
+    `fallback_random.without_random_decompositions`: the graph keeps the ops eager calls, to draw on the host.)
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -360,6 +368,18 @@ def neuron_mlir_backend(
 def _compile_dynamo_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], config: CompileOptions
 ) -> Any:
+    if config.fallback_random:
+        from neuron_mlir.frontend.fallback_random import dropout_as_on_the_cpu, keep_dead_draws, without_extra_outputs
+
+        dropout_as_on_the_cpu(graph_module)  # eager's arithmetic around the mask, forward and backward
+        # a draw whose result nothing reads still advances eager's generator: kept as an output, dropped after
+        extra = keep_dead_draws(graph_module)
+        if extra:
+            return without_extra_outputs(_compile_traced(graph_module, example_inputs, config), extra)
+    return _compile_traced(graph_module, example_inputs, config)
+
+
+def _compile_traced(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], config: CompileOptions) -> Any:
     from torch._functorch.aot_autograd import aot_module_simplified
 
     recognize_activations(graph_module)
@@ -386,6 +406,11 @@ def _compile_dynamo_graph(
 
     from torch.nn.attention import sdpa_kernel
 
+    table = decompositions(config.cpu_ops)
+    if config.fallback_random:  # random ops kept as eager calls them, to be drawn on the host
+        from neuron_mlir.frontend.fallback_random import without_random_decompositions
+
+        table = without_random_decompositions(table)
     try:
         backends = attention_backends(graph_module, example_inputs)
         with sdpa_kernel(backends), scalar_reads_traced(example_inputs), compile_progress(config.progress) as progress:
@@ -397,7 +422,7 @@ def _compile_dynamo_graph(
                 bw_compiler=compiler("backward"),
                 inference_compiler=compiler("inference"),
                 partition_fn=partition_fn,
-                decompositions=decompositions(config.cpu_ops),
+                decompositions=table,
             )
     except _untraceable_errors() as error:
         sizes = size_inputs(graph_module)

@@ -9,6 +9,9 @@ A call of an NKI kernel registered as a torch op (`neuron_mlir.as_torch_op`) is 
 kernel's instructions the compiler inlines into the program; where the kernel does not trace for the call (its
 legality), the graph is partitioned around it the same way, but it is no fallback: it runs as the kernel's own
 program on the simulated core, so strict mode accepts it.
+Under the `fallback_random` option a graph's random nodes are first lifted into inputs that the host draws by
+torch at every call (`frontend.fallback_random`; a draw of values the graph computes cuts it into regions there),
+and the graph without them is compiled as any other.
 A graph with data-dependent sizes (`frontend.data_dependent`) is partitioned around its host nodes too (reads of
 a count from a tensor, arithmetic on it, views cutting a buffer to it); a region whose inputs have such sizes is
 compiled at its calls, once per set of sizes it meets, and an op its sizes rule out is an error naming it.
@@ -200,6 +203,26 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
+    if options.fallback_random:
+        from neuron_mlir.frontend.fallback_random import FallbackRandomError, compile_with_host_draws
+
+        try:
+            # random ops drawn on the host, their results inputs (or the graph cut before draws of its values)
+            compiled = compile_with_host_draws(
+                graph_module,
+                lambda lifted: _compile_graph_module(lifted, options, kind),
+                lambda region: compile_graph(region, (), options, kind),
+            )
+        except FallbackRandomError as error:
+            raise NeuronCompileError(str(error)) from None
+        if compiled is not None:
+            return compiled
+    return _compile_graph_module(graph_module, options, kind)
+
+
+def _compile_graph_module(
+    graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str
+) -> Callable[[list[Any]], list[Any]]:
     from neuron_mlir.frontend.complex_pairs import complex_as_pairs, has_complex_values, has_symbolic_sizes
 
     if has_complex_values(graph_module) and has_symbolic_sizes(graph_module):
@@ -429,6 +452,8 @@ def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_
     if text is None:
         return _Lookup(None, None)
     precision = (options.auto_cast, *(["stochastic_rounding"] if options.stochastic_rounding else []))
+    # a graph compiled with its draws on the host has them as inputs: another program
+    precision += ("fallback_random",) if options.fallback_random else ()
     key = cache_key(text, "fx-graph", options.target, *precision, __version__, torch.__version__)
     if debug_dir is not None:
         return _Lookup(key, None)

@@ -22,6 +22,10 @@ class Stats:
     size_notes: list[str] = field(default_factory=list)
     """Why a graph with symbolic sizes is compiled once per size, and calls outside a bucketed size range."""
     runs: int = 0
+    host_random_draws: Counter[str] = field(default_factory=Counter)
+    """Random ops of compiled graphs drawn on the host under `fallback_random`, by op (`frontend.fallback_random`)."""
+    host_random_values: int = 0
+    """The random values (elements) those draws made."""
     pass_seconds: dict[str, float] = field(default_factory=dict)
     latest_profiles: dict[str, Any] = field(default_factory=dict)
 
@@ -38,6 +42,8 @@ class Stats:
             "recompilations": self.recompilations,
             "size_notes": list(self.size_notes),
             "runs": self.runs,
+            "host_random_draws": dict(self.host_random_draws),
+            "host_random_values": self.host_random_values,
             "pass_seconds": dict(self.pass_seconds),
         }
 
@@ -90,6 +96,12 @@ def record_found_in_cache(key: str) -> None:
         STATS.compiled_ahead += 1
     else:
         STATS.cache_hits += 1
+
+
+def record_host_random_draw(op_name: str, values: int) -> None:
+    """One random op of a compiled graph drawn on the host (`fallback_random`), of `values` elements."""
+    STATS.host_random_draws[op_name] += 1
+    STATS.host_random_values += values
 
 
 def record_recompilation() -> None:

@@ -16,8 +16,9 @@ __version__ = "0.1.0"
 
 def stats() -> dict[str, Any]:
     """Counts so far: graphs and nodes compiled, nodes that fell back to the CPU (by op), compile time, runs,
-    programs compiled again for new sizes (`recompilations`) and why a graph with symbolic sizes was compiled
-    per size or traced again (`size_notes`)."""
+    programs compiled again for new sizes (`recompilations`), why a graph with symbolic sizes was compiled
+    per size or traced again (`size_notes`), and under `fallback_random` the random ops drawn on the host, by op
+    (`host_random_draws`), and the values they drew (`host_random_values`)."""
     from neuron_mlir.frontend.stats import STATS
 
     return STATS.as_dict()

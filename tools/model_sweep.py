@@ -19,7 +19,9 @@ imported torch, transformers and the compiler once:
    first floating output with a fixed random R, backward;
 2. the same two through `torch.compile(model, backend="aot_eager")`: the ceiling, what Dynamo and AOTAutograd
    can capture of the model at all;
-3. the same two through `torch.compile(model, backend="neuron-mlir")`.
+3. the same two through `torch.compile(model, backend="neuron-mlir", options={"fallback_random": True})`
+   (`COMPILE_OPTIONS`): random ops the model still draws (Gumbel-softmax quantizers sample in training) are drawn
+   on the host by torch, so eager's numbers are the compiled run's, as in Inductor's accuracy runs.
 
 Outputs and parameter gradients are compared with eager within the tolerance of their dtype
 (`ir/semantics/compare.py`); where that comparison fails, against a float64 run of the same step
@@ -80,6 +82,9 @@ DEFAULT_CACHE = REPO / "build" / "model-sweep"
 DEFAULT_OUTPUT = REPO / "docs" / "models.md"
 SECTION = "model-sweep"
 BACKENDS = ("aot_eager", "neuron-mlir")
+# Random ops drawn on the host by torch (`frontend/fallback_random.py`): a model sampling in its forward is compared
+# with eager by value, as Inductor's accuracy runs compare with `torch._inductor.config.fallback_random`
+COMPILE_OPTIONS: dict[str, Any] = {"fallback_random": True}
 UNFINISHED = "did not finish"  # a backend's verdict while it runs: its process was killed if it stays
 CPU_GRACE_SECONDS = 10  # after the CPU limit's SIGXCPU, the seconds until the kernel's SIGKILL
 WALL_LIMIT_FACTOR = 4  # a class's wall-clock limit, in multiples of its CPU limit
@@ -935,7 +940,8 @@ def _check_backend(
     counters.clear()
     started = time.perf_counter()
     compiled_model = copy.deepcopy(model)
-    compiled = torch.compile(compiled_model, backend=backend)
+    options = COMPILE_OPTIONS if backend == "neuron-mlir" else None
+    compiled = torch.compile(compiled_model, backend=backend, options=options)
     try:
         torch.manual_seed(0)
         actual = _run_steps(compiled_model, compiled, inputs, projection)
@@ -1484,7 +1490,10 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
         f"is transformers' ResNet with the same feature maps); batch {BATCH}, sequence {SEQUENCE}. Each class "
         "runs in its own process: a forward under no_grad and a training step (forward, sum(output * R), backward) "
         'eagerly, through `backend="aot_eager"` (the ceiling: what Dynamo and AOTAutograd capture) and through '
-        '`backend="neuron-mlir"`; outputs and gradients are compared with eager within the dtype\'s tolerance (or, '
+        '`backend="neuron-mlir"` with `options={"fallback_random": True}` (random ops drawn on the host by torch, '
+        "so a model that samples in its forward draws eager's numbers, as Inductor's accuracy runs do with its "
+        "`fallback_random`; models without random ops compile as without it); outputs and gradients are compared "
+        "with eager within the dtype's tolerance (or, "
         "where not, with a float64 run: at most a small multiple of eager's own error, the largest of its errors "
         f"on the model and on {ROUNDING_TWINS} copies whose parameters moved by about one unit in the last place, "
         "which show how much of eager's error was luck where a result is that sensitive to rounding). "
