@@ -37,8 +37,9 @@ once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores 
 that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
 so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
 heads with all their query heads, consecutive heads) are emitted stage by stage, four query tiles at a time;
-unrolled trips are software-pipelined by stage (a stage's P and dS before the previous stage's products), and each
-head's transposes are emitted just before its first scores, after the loads of its whole trip.
+unrolled trips are software-pipelined by stage (a stage's P before the previous stage's products, its dS before
+them too or, causal, after them), and each head's transposes are emitted just before its first scores, after the
+loads of its whole trip.
 
 DMA runs. A DMA's rate grows with its contiguous runs: 128 bytes (one head's row of 64 bf16) move at a quarter of
 the DMA engines' rate, a 4-byte run costs as much as 128 bytes. Each gradient's full 128-row blocks of all the
@@ -252,14 +253,15 @@ class _Runs:
     tile: SSAValue
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Scores:
     """A stage's query tiles after their first half: (rows, first key of the causal diagonal, keys seen) per
-    tile, P and dS."""
+    tile, P, scale (dP - D) and, once `_AttentionBackward.multiplied` has run, dS."""
 
     shapes: list[tuple[int, int, int]]
     probabilities: list[SSAValue]
-    grad_scores: list[SSAValue]
+    centred: list[SSAValue]
+    grad_scores: list[SSAValue] = field(default_factory=list)
 
 
 class _Gathered:
@@ -499,26 +501,47 @@ class _AttentionBackward:
         the query heads a key/value head serves)."""
         trip = self.begin_trip(em, key_batches)
         for units in trip.stages:
-            self.products(em, units, self.scores(em, units))
+            self.products(em, units, self.multiplied(em, self.scores(em, units)))
         self.finish_trip(em, trip)
 
     def pipelined_trips(self, em: LoopNestBuilder, trips: list[list[list[Index]]]) -> None:
-        """Trips over the heads in straight-line code, software-pipelined by stage: a stage's scores, P and dS are
-        emitted before the previous stage's products, so that each engine's queue alternates between two stages
-        (ScalarE's exponentials of one while TensorE multiplies for the other) and a trip's loads start before the
-        trip before it computes its gradients. Measured against trips one after another (K and dO loaded by DMA
-        transposes in both): the ViT-B/16 step 683.5 -> 677.2 us, the Llama layer 2558.0 -> 2547.1, GPT-2's
-        717.8 -> 716.9; slower by a little for BERT-base's step (655.3 -> 656.8) and the 12 causal heads of 512
-        queries (backward 55.4 -> 56.0 us), whose trips hold a single stage of one query tile per head or whose
-        first stage waits for its loads either way."""
+        """Trips over the heads in straight-line code, software-pipelined by stage: a stage's scores, P and
+        scale (dP - D) are emitted before the previous stage's products, so that each engine's queue alternates
+        between two stages (ScalarE's exponentials of one while TensorE multiplies for the other) and a trip's loads
+        start before the trip before it computes its gradients. Measured against trips one after another (K and dO
+        loaded by DMA transposes in both): the ViT-B/16 step 683.5 -> 677.2 us, the Llama layer 2558.0 -> 2547.1,
+        GPT-2's 717.8 -> 716.9.
+
+        In causal kernels the stage's dS (`multiplied`) follows the previous stage's products and the next trip's
+        loads. The engines run their queues in order, and VectorE's share of the products (the dS^T evacuations the
+        dQ products wait for) does not depend on this stage's exponentials, where its dS does: emitted first, dS
+        held VectorE until ScalarE had finished the stage's exponentials and scale (dP - D), then ScalarE waited for
+        the next scores behind the products VectorE had not yet evacuated. Measured (bf16, trn2) on the 12 causal
+        heads of 512 queries: backward 49.9 -> 48.0 us; the GPT-2 block's training step 567.2 -> 566.6 (backward
+        393.0 -> 392.5), the Llama layer's 2112.1 -> 2111.6. The kernels without a mask keep dS first: after the
+        products, the ViT-B/16 step took 527.6 -> 528.8 us and BERT-base's backward 329.9 -> 330.0. Preparing the
+        next stage's heads (`ready`) one stage ahead as well took the causal case to 46.1 us but GPT-2's backward to
+        402.9 us, and is left out."""
         pending: tuple[_Trip, list[tuple[_Head, int]], _Scores, bool] | None = None
-        for key_batches in trips:
-            trip = self.begin_trip(em, key_batches)
+        remaining = list(trips)
+        trip = self.begin_trip(em, remaining.pop(0))
+        while True:
+            following: _Trip | None = None
             for index, units in enumerate(trip.stages):
                 scores = self.scores(em, units)
+                if not self.causal:
+                    self.multiplied(em, scores)
                 if pending is not None:
                     self.finish_stage(em, *pending)
-                pending = (trip, units, scores, index == len(trip.stages) - 1)
+                last = index == len(trip.stages) - 1
+                if last and remaining:
+                    following = self.begin_trip(em, remaining.pop(0))
+                if self.causal:
+                    self.multiplied(em, scores)
+                pending = (trip, units, scores, last)
+            if following is None:
+                break
+            trip = following
         if pending is not None:
             self.finish_stage(em, *pending)
 
@@ -760,8 +783,8 @@ class _AttentionBackward:
             probs = em.insert(tile.InsertOp(self.exponentials(em, head, i, p, 0, m0), probs, [em.index(0)])).result
             diagonal = self.exponentials(em, head, i, p, m0, n - m0, self.biases[i])
             probabilities.append(em.insert(tile.InsertOp(diagonal, probs, [em.index(m0)])).result)
-        grad_scores: list[SSAValue] = []
-        for (head, i), (p, m0, n), probs in zip(units, shapes, probabilities, strict=True):
+        centred_tiles: list[SSAValue] = []
+        for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
             grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
             values_t = window(em, head.kv.value_t, [0], (self.value_head, n))
             grad_probabilities = em.insert(tile.MatmulOp(grad_out_block_t, values_t, _psum((p, n)))).result
@@ -778,10 +801,15 @@ class _AttentionBackward:
                     bias=scaled_row_dot,
                 )
             ).result
-            grad_scores.append(
-                em.insert(tile.BinaryOp(centred, probs, "multiply", sbuf_tile((p, n), self.element_type))).result
-            )
-        return _Scores(shapes, probabilities, grad_scores)
+            centred_tiles.append(centred)
+        return _Scores(shapes, probabilities, centred_tiles)
+
+    def multiplied(self, em: LoopNestBuilder, scores: _Scores) -> _Scores:
+        """dS = P scale (dP - D) of each tile of the stage."""
+        for (p, _, n), centred, probs in zip(scores.shapes, scores.centred, scores.probabilities, strict=True):
+            product = tile.BinaryOp(centred, probs, "multiply", sbuf_tile((p, n), self.element_type))
+            scores.grad_scores.append(em.insert(product).result)
+        return scores
 
     def products(self, em: LoopNestBuilder, units: list[tuple[_Head, int]], scores: _Scores) -> None:
         """The second half: each tile's dQ into its trip's gathered gradient, its dK and dV parts into the key/value
