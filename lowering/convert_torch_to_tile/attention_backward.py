@@ -119,6 +119,10 @@ MAX_TRIP_TILES = 16
 # trip's loads wait until the trip two before has released its buffers (the 12 causal heads of 512 queries, bf16:
 # 67.7 -> 59.9 us).
 UNROLLED_TRIPS = 8
+# The next stage's heads have their rows and -lse made before this stage's dS (`pipelined_trips`) when there are at
+# most this many of them: the 12 causal heads of 512 queries (bf16, trn2) take 48.0 -> 46.0 us with it (one head a
+# stage), ViT-B/16's training step 527.6 -> 526.3 (two), BERT-base's 519.9 -> 523.3 with four ahead (so none).
+AHEAD_HEADS = 2
 
 
 def _psum(shape: tuple[int, ...]) -> TileType:
@@ -238,6 +242,8 @@ class _Head:
     kv: _KeyValue
     position: int
     pending: Callable[[LoopNestBuilder], None] | None
+    # What remains after `pending`: -lse and D as per-partition columns (`ready`).
+    pending_columns: Callable[[LoopNestBuilder], None] | None = None
     query: _Rows = field(init=False)
     grad_out: _Rows = field(init=False)
     query_t: SSAValue = field(init=False)
@@ -519,9 +525,15 @@ class _AttentionBackward:
         the next scores behind the products VectorE had not yet evacuated. Measured (bf16, trn2) on the 12 causal
         heads of 512 queries: backward 49.9 -> 48.0 us; the GPT-2 block's training step 567.2 -> 566.6 (backward
         393.0 -> 392.5), the Llama layer's 2112.1 -> 2111.6. The kernels without a mask keep dS first: after the
-        products, the ViT-B/16 step took 527.6 -> 528.8 us and BERT-base's backward 329.9 -> 330.0. Preparing the
-        next stage's heads (`ready`) one stage ahead as well took the causal case to 46.1 us but GPT-2's backward to
-        402.9 us, and is left out."""
+        products, the ViT-B/16 step took 527.6 -> 528.8 us and BERT-base's backward 329.9 -> 330.0.
+
+        Before the stage's dS, the next stage's heads get their rows and -lse (`ready` without D) when they are at
+        most AHEAD_HEADS: at their first scores, the rows' PSUM evacuations and -lse queued on VectorE behind this
+        stage's dS, and TensorE's next scores behind them (the narrow transposes reuse the PSUM those evacuations
+        read). D stays at the first scores: it waits for O, whose load comes last, and ahead of dS it held the
+        engine that computes dS (GPT-2's backward 392.5 -> 402.9 us with D ahead too). The causal case 48.0 ->
+        46.0 us, ViT-B/16's step 527.6 -> 526.3, the Llama layer 2111.6 -> 2111.3, GPT-2 unchanged; BERT-base's
+        stages of four heads of one query tile would prepare four heads ahead, which took its step 519.9 -> 523.3."""
         pending: tuple[_Trip, list[tuple[_Head, int]], _Scores, bool] | None = None
         remaining = list(trips)
         trip = self.begin_trip(em, remaining.pop(0))
@@ -536,6 +548,11 @@ class _AttentionBackward:
                 last = index == len(trip.stages) - 1
                 if last and remaining:
                     following = self.begin_trip(em, remaining.pop(0))
+                upcoming = trip.stages[index + 1] if not last else following.stages[0] if following else []
+                unprepared = list({head: None for head, _ in upcoming if head.pending is not None})
+                if len(unprepared) <= AHEAD_HEADS:
+                    for head in unprepared:
+                        self.ready(em, head, columns=False)
                 if self.causal:
                     self.multiplied(em, scores)
                 pending = (trip, units, scores, last)
@@ -601,14 +618,18 @@ class _AttentionBackward:
         return key_value
 
     @staticmethod
-    def ready(em: LoopNestBuilder, head: _Head) -> None:
+    def ready(em: LoopNestBuilder, head: _Head, columns: bool = True) -> None:
         """Emits what remains of the preparation of `head` and its key/value head (the transposes after their
         loads), once, just before their first use: a trip's first scores then wait only for their own head's
-        loads, not for every head of the trip."""
+        loads, not for every head of the trip. Without `columns`, all but D = rowsum(dO O), which waits for O
+        (`pipelined_trips` prepares the next stage's heads so, one stage ahead)."""
         for prepared in (head.kv, head):
             if prepared.pending is not None:
                 pending, prepared.pending = prepared.pending, None
                 pending(em)
+        if columns and head.pending_columns is not None:
+            emit_columns, head.pending_columns = head.pending_columns, None
+            emit_columns(em)
 
     def load_rows_or_transposed(
         self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], count: int, width: int
@@ -739,7 +760,11 @@ class _AttentionBackward:
             lse = self.negated_lse(e, lse_rows)
             head.query, head.query_t = self.both_ways(e, loaded_query, self.length)
             head.grad_out, head.grad_out_t = self.both_ways(e, loaded_grad_out, self.length)
-            head.columns = self.row_columns(e, head.grad_out, out, lse)
+
+            def columns(e2: LoopNestBuilder) -> None:
+                head.columns = self.row_columns(e2, head.grad_out, out, lse)
+
+            head.pending_columns = columns
 
         head.pending = convert
         return head

@@ -71,8 +71,13 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // CHECK-NEXT:    %[[E1D:.*]] = tile.unary %[[D1B]]
 // CHECK-NEXT:    tile.insert %[[E1D]], %[[P1A]][%c128] : !tile.tile<128x128xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>
 // dS carries the scale: scale (dP - D) leaves PSUM in one activation (-scale D its per-partition bias), in bf16,
-// and its product with P is bf16 too, emitted after the stage's last scale (dP - D).
+// and its product with P is bf16 too, emitted after the stage's last scale (dP - D) and after the next stage's two
+// heads have their rows and -lse (the log-sum-exp's transpose).
 // CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
+// CHECK-NOT:     tile.binary %[[CENTRED]]
+// CHECK:         tile.transpose %{{.*}} : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
+// CHECK-NOT:     tile.binary %[[CENTRED]]
+// CHECK:         tile.transpose %{{.*}} : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
 // CHECK:         tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // The trips are software-pipelined by stage: the second trip (heads 8 to 15) loads and computes its first stage's P
 // and scale (dP - D) before the first trip's last products and its stores; causal, its dS follows them.
