@@ -119,6 +119,11 @@ MAX_TRIP_TILES = 16
 # trip's loads wait until the trip two before has released its buffers (the 12 causal heads of 512 queries, bf16:
 # 67.7 -> 59.9 us).
 UNROLLED_TRIPS = 8
+# The trips of a pipelined kernel store their gradients in groups of this many trips (all but the last trip, which
+# stores alone): a DMA of more heads moves longer runs (stored with the heads beside the features). The 12 causal
+# heads of 512 queries (bf16, trn2, trips of two heads: 256-byte runs) take 46.0 -> 44.9 us in pairs of trips
+# (512-byte runs), 45.1 in threes, 47.4 with all but the last trip in one group.
+STORE_TRIPS = 2
 # The next stage's heads have their rows and -lse made before this stage's dS (`pipelined_trips`) when there are at
 # most this many of them: the 12 causal heads of 512 queries (bf16, trn2) take 48.0 -> 46.0 us with it (one head a
 # stage), ViT-B/16's training step 527.6 -> 526.3 (two), BERT-base's 519.9 -> 523.3 with four ahead (so none).
@@ -313,13 +318,23 @@ class _Gathered:
             em.insert(tile.StoreOp(self.last, tensor, indices, dims=(rank - 2, *head_dims, rank - 1)))
 
 
+@dataclass
+class _StoreGroup:
+    """Consecutive trips whose gradients are gathered and stored together: the gathered gradients of all their
+    heads, and the query and key/value heads begun so far, in order."""
+
+    gathered: list[_Gathered]
+    heads: list[_Head] = field(default_factory=list)
+    key_values: list[_KeyValue] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class _Trip:
-    """One trip over the heads: its query heads, key/value heads, gathered gradients and query-tile stages."""
+    """One trip over the heads: its query heads, key/value heads, store group and query-tile stages."""
 
     heads: list[_Head]
     key_values: list[_KeyValue]
-    gathered: list[_Gathered]
+    group: _StoreGroup
     stages: list[list[tuple[_Head, int]]]
 
 
@@ -534,9 +549,26 @@ class _AttentionBackward:
         engine that computes dS (GPT-2's backward 392.5 -> 402.9 us with D ahead too). The causal case 48.0 ->
         46.0 us, ViT-B/16's step 527.6 -> 526.3, the Llama layer 2111.6 -> 2111.3, GPT-2 unchanged; BERT-base's
         stages of four heads of one query tile would prepare four heads ahead, which took its step 519.9 -> 523.3."""
-        pending: tuple[_Trip, list[tuple[_Head, int]], _Scores, bool] | None = None
+        # Trip t's store group: the trips before the last in groups of STORE_TRIPS, the last alone, so that the
+        # kernel's end waits for the last trip's rows only.
+        bounds = [(first, min(first + STORE_TRIPS, len(trips) - 1)) for first in range(0, len(trips) - 1, STORE_TRIPS)]
+        bounds.append((len(trips) - 1, len(trips)))
+        key_heads = {first: sum(len(trips[t]) for t in range(first, stop)) for first, stop in bounds}
+        group_ends = {stop - 1 for _, stop in bounds}
+        begun: list[_Trip] = []
+        stores: dict[int, bool] = {}
+
+        def begin(key_batches: list[list[Index]]) -> _Trip:
+            t = len(begun)
+            group = None if t in key_heads else begun[-1].group
+            trip = self.begin_trip(em, key_batches, group, key_heads.get(t, 0))
+            begun.append(trip)
+            stores[id(trip)] = t in group_ends
+            return trip
+
+        pending: tuple[_Trip, list[tuple[_Head, int]], _Scores, bool, bool] | None = None
         remaining = list(trips)
-        trip = self.begin_trip(em, remaining.pop(0))
+        trip = begin(remaining.pop(0))
         while True:
             following: _Trip | None = None
             for index, units in enumerate(trip.stages):
@@ -547,7 +579,7 @@ class _AttentionBackward:
                     self.finish_stage(em, *pending)
                 last = index == len(trip.stages) - 1
                 if last and remaining:
-                    following = self.begin_trip(em, remaining.pop(0))
+                    following = begin(remaining.pop(0))
                 upcoming = trip.stages[index + 1] if not last else following.stages[0] if following else []
                 unprepared = list({head: None for head, _ in upcoming if head.pending is not None})
                 if len(unprepared) <= AHEAD_HEADS:
@@ -555,7 +587,7 @@ class _AttentionBackward:
                         self.ready(em, head, columns=False)
                 if self.causal:
                     self.multiplied(em, scores)
-                pending = (trip, units, scores, last)
+                pending = (trip, units, scores, last, stores[id(trip)])
             if following is None:
                 break
             trip = following
@@ -563,44 +595,64 @@ class _AttentionBackward:
             self.finish_stage(em, *pending)
 
     def finish_stage(
-        self, em: LoopNestBuilder, trip: _Trip, units: list[tuple[_Head, int]], scores: _Scores, last: bool
+        self,
+        em: LoopNestBuilder,
+        trip: _Trip,
+        units: list[tuple[_Head, int]],
+        scores: _Scores,
+        last: bool,
+        store: bool = True,
     ) -> None:
         self.products(em, units, scores)
         if last:
-            self.finish_trip(em, trip)
+            self.finish_trip(em, trip, store)
 
-    def begin_trip(self, em: LoopNestBuilder, key_batches: list[list[Index]]) -> _Trip:
-        """The trip's rows loaded and transposed and its gathered gradients allocated."""
-        batched = bool(key_batches[0])
-        query_heads = len(key_batches) * self.groups
-        gathered = [
-            _Gathered(em, query_heads, self.length, self.head, element_type_of(self.results[0]), batched),
-            _Gathered(em, len(key_batches), self.keys, self.head, element_type_of(self.results[1]), batched),
-            _Gathered(em, len(key_batches), self.keys, self.value_head, element_type_of(self.results[2]), batched),
-        ]
+    def begin_trip(
+        self, em: LoopNestBuilder, key_batches: list[list[Index]], group: _StoreGroup | None = None, key_heads: int = 0
+    ) -> _Trip:
+        """The trip's rows loaded and its gradients' place in `group` (a new group of `key_heads` key/value heads,
+        at least the trip's, when None)."""
+        if group is None:
+            batched = bool(key_batches[0])
+            count = max(key_heads, len(key_batches))
+            types = [element_type_of(result) for result in self.results]
+            group = _StoreGroup(
+                [
+                    _Gathered(em, count * self.groups, self.length, self.head, types[0], batched),
+                    _Gathered(em, count, self.keys, self.head, types[1], batched),
+                    _Gathered(em, count, self.keys, self.value_head, types[2], batched),
+                ]
+            )
         heads: list[_Head] = []
         key_values: list[_KeyValue] = []
         for key_batch in key_batches:
-            key_value = self.prepare_key_value(em, key_batch, len(key_values), gathered)
+            key_value = self.prepare_key_value(em, key_batch, len(group.key_values), group.gathered)
             key_values.append(key_value)
+            group.key_values.append(key_value)
             *outer, kv = key_batch
             query_batches = (
                 [key_batch]
                 if self.groups == 1
                 else [[*outer, em.add(em.mul(kv, self.groups), j)] for j in range(self.groups)]
             )
-            heads += [self.prepare_head(em, batch, key_value, len(heads) + j) for j, batch in enumerate(query_batches)]
+            for batch in query_batches:
+                head = self.prepare_head(em, batch, key_value, len(group.heads))
+                heads.append(head)
+                group.heads.append(head)
         units = [(head, i) for head in heads for i in range(_tiles(self.length))]
         stages = [units[first : first + TILES_PER_STAGE] for first in range(0, len(units), TILES_PER_STAGE)]
-        return _Trip(heads, key_values, gathered, stages)
+        return _Trip(heads, key_values, group, stages)
 
-    def finish_trip(self, em: LoopNestBuilder, trip: _Trip) -> None:
-        """The trip's remaining dK and dV blocks gathered, then its three gradients stored."""
+    def finish_trip(self, em: LoopNestBuilder, trip: _Trip, store: bool = True) -> None:
+        """The trip's remaining dK and dV blocks gathered, then, with `store`, its group's three gradients stored."""
         for key_value in trip.key_values:
             self.finish_key_value(em, key_value)
-        trip.gathered[0].store(em, self.results[0], trip.heads[0].batch)
-        trip.gathered[1].store(em, self.results[1], trip.key_values[0].batch)
-        trip.gathered[2].store(em, self.results[2], trip.key_values[0].batch)
+        if not store:
+            return
+        group = trip.group
+        group.gathered[0].store(em, self.results[0], group.heads[0].batch)
+        group.gathered[1].store(em, self.results[1], group.key_values[0].batch)
+        group.gathered[2].store(em, self.results[2], group.key_values[0].batch)
 
     def prepare_key_value(
         self, em: LoopNestBuilder, batch: list[Index], position: int, gathered: list[_Gathered]

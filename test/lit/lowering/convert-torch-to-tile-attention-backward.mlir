@@ -96,6 +96,22 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // CHECK-NOT:     tile.store
 // CHECK:       func.return
 
+// Three trips of eight heads: the gradients of the first two trips are gathered in one tile each and leave in one
+// store each after the second trip (16 heads: a row is one 2 KiB run), the last trip's alone at the end (STORE_TRIPS).
+func.func @grouped_stores_backward(%g: tensor<1x24x256x64xbf16>, %q: tensor<1x24x256x64xbf16>, %k: tensor<1x24x256x64xbf16>, %v: tensor<1x24x256x64xbf16>, %o: tensor<1x24x256x64xbf16>, %lse: tensor<1x24x256xf32>) -> (tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>) {
+  %dq, %dk, %dv = torch.aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %o, %lse, none {dropout_p = 0.000000e+00 : f64, is_causal = true} : (tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256xf32>) -> (tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>)
+  func.return %dq, %dk, %dv : tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>
+}
+// CHECK-LABEL: func.func @grouped_stores_backward
+// CHECK-NOT:     tile.store
+// CHECK:         tile.load %k[%c0, %c8, %c0, %c0]
+// CHECK-NOT:     tile.store
+// CHECK:         tile.load %k[%c0, %c16, %c0, %c0]
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x16x64xbf16, sbuf>
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c16, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x8x64xbf16, sbuf>
+// CHECK-NOT:     tile.store
+// CHECK:       func.return
+
 // Short heads have few scores each (16 queries of 16 keys): a trip takes as many heads as its scores allow
 // (TRIP_SCORE_COLUMNS) but at most 16 query tiles (MAX_TRIP_TILES), whose rows all stay in SBUF until it stores:
 // heads 0 to 15, then the remaining 8.
