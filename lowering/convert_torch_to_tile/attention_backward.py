@@ -43,9 +43,10 @@ loads of its whole trip.
 
 DMA runs. A DMA's rate grows with its contiguous runs: 128 bytes (one head's row of 64 bf16) move at a quarter of
 the DMA engines' rate, a 4-byte run costs as much as 128 bytes. Each gradient's full 128-row blocks of all the
-trip's heads leave in one DMA: stored with the heads beside the features, a row of those heads is one contiguous
-run. The log-sum-exp loads as rows of 128 queries (a head's tiles on partitions) and is transposed on TensorE
-into the per-partition columns the exponentials take as their bias.
+trip's heads leave in one DMA (pipelined trips: of two trips' heads, the last trip's alone, `STORE_TRIPS`): stored
+with the heads beside the features, a row of those heads is one contiguous run. The log-sum-exp loads as rows of
+128 queries (a head's tiles on partitions) and is transposed on TensorE into the per-partition columns the
+exponentials take as their bias.
 
 The matmul operands (P, dS and the inputs' rows) are in the inputs' dtype, as the forward kernel's P is, and so is
 scale (dP - D), rounded once before its product with P (the product runs at VectorE's 16-bit rate); the
