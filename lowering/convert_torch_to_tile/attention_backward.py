@@ -37,14 +37,16 @@ once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores 
 that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
 so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
 heads with all their query heads, consecutive heads) are emitted stage by stage, four query tiles at a time;
-unrolled trips are software-pipelined by stage (a stage's P and dS before the previous stage's products), and each
-head's transposes are emitted just before its first scores, after the loads of its whole trip.
+unrolled trips are software-pipelined by stage (a stage's P before the previous stage's products, its dS before
+them too or, causal, after them), and each head's transposes are emitted just before its first scores, after the
+loads of its whole trip.
 
 DMA runs. A DMA's rate grows with its contiguous runs: 128 bytes (one head's row of 64 bf16) move at a quarter of
 the DMA engines' rate, a 4-byte run costs as much as 128 bytes. Each gradient's full 128-row blocks of all the
-trip's heads leave in one DMA: stored with the heads beside the features, a row of those heads is one contiguous
-run. The log-sum-exp loads as rows of 128 queries (a head's tiles on partitions) and is transposed on TensorE
-into the per-partition columns the exponentials take as their bias.
+trip's heads leave in one DMA (pipelined trips: of two trips' heads, the last trip's alone, `STORE_TRIPS`): stored
+with the heads beside the features, a row of those heads is one contiguous run. The log-sum-exp loads as rows of
+128 queries (a head's tiles on partitions) and is transposed on TensorE into the per-partition columns the
+exponentials take as their bias.
 
 The matmul operands (P, dS and the inputs' rows) are in the inputs' dtype, as the forward kernel's P is, and so is
 scale (dP - D), rounded once before its product with P (the product runs at VectorE's 16-bit rate); the
@@ -118,6 +120,15 @@ MAX_TRIP_TILES = 16
 # trip's loads wait until the trip two before has released its buffers (the 12 causal heads of 512 queries, bf16:
 # 67.7 -> 59.9 us).
 UNROLLED_TRIPS = 8
+# The trips of a pipelined kernel store their gradients in groups of this many trips (all but the last trip, which
+# stores alone): a DMA of more heads moves longer runs (stored with the heads beside the features). The 12 causal
+# heads of 512 queries (bf16, trn2, trips of two heads: 256-byte runs) take 46.0 -> 44.9 us in pairs of trips
+# (512-byte runs), 45.1 in threes, 47.4 with all but the last trip in one group.
+STORE_TRIPS = 2
+# The next stage's heads have their rows and -lse made before this stage's dS (`pipelined_trips`) when there are at
+# most this many of them: the 12 causal heads of 512 queries (bf16, trn2) take 48.0 -> 46.0 us with it (one head a
+# stage), ViT-B/16's training step 527.6 -> 526.3 (two), BERT-base's 519.9 -> 523.3 with four ahead (so none).
+AHEAD_HEADS = 2
 
 
 def _psum(shape: tuple[int, ...]) -> TileType:
@@ -237,6 +248,8 @@ class _Head:
     kv: _KeyValue
     position: int
     pending: Callable[[LoopNestBuilder], None] | None
+    # What remains after `pending`: -lse and D as per-partition columns (`ready`).
+    pending_columns: Callable[[LoopNestBuilder], None] | None = None
     query: _Rows = field(init=False)
     grad_out: _Rows = field(init=False)
     query_t: SSAValue = field(init=False)
@@ -252,14 +265,15 @@ class _Runs:
     tile: SSAValue
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Scores:
     """A stage's query tiles after their first half: (rows, first key of the causal diagonal, keys seen) per
-    tile, P and dS."""
+    tile, P, scale (dP - D) and, once `_AttentionBackward.multiplied` has run, dS."""
 
     shapes: list[tuple[int, int, int]]
     probabilities: list[SSAValue]
-    grad_scores: list[SSAValue]
+    centred: list[SSAValue]
+    grad_scores: list[SSAValue] = field(default_factory=list)
 
 
 class _Gathered:
@@ -305,13 +319,23 @@ class _Gathered:
             em.insert(tile.StoreOp(self.last, tensor, indices, dims=(rank - 2, *head_dims, rank - 1)))
 
 
+@dataclass
+class _StoreGroup:
+    """Consecutive trips whose gradients are gathered and stored together: the gathered gradients of all their
+    heads, and the query and key/value heads begun so far, in order."""
+
+    gathered: list[_Gathered]
+    heads: list[_Head] = field(default_factory=list)
+    key_values: list[_KeyValue] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class _Trip:
-    """One trip over the heads: its query heads, key/value heads, gathered gradients and query-tile stages."""
+    """One trip over the heads: its query heads, key/value heads, store group and query-tile stages."""
 
     heads: list[_Head]
     key_values: list[_KeyValue]
-    gathered: list[_Gathered]
+    group: _StoreGroup
     stages: list[list[tuple[_Head, int]]]
 
 
@@ -499,68 +523,137 @@ class _AttentionBackward:
         the query heads a key/value head serves)."""
         trip = self.begin_trip(em, key_batches)
         for units in trip.stages:
-            self.products(em, units, self.scores(em, units))
+            self.products(em, units, self.multiplied(em, self.scores(em, units)))
         self.finish_trip(em, trip)
 
     def pipelined_trips(self, em: LoopNestBuilder, trips: list[list[list[Index]]]) -> None:
-        """Trips over the heads in straight-line code, software-pipelined by stage: a stage's scores, P and dS are
-        emitted before the previous stage's products, so that each engine's queue alternates between two stages
-        (ScalarE's exponentials of one while TensorE multiplies for the other) and a trip's loads start before the
-        trip before it computes its gradients. Measured against trips one after another (K and dO loaded by DMA
-        transposes in both): the ViT-B/16 step 683.5 -> 677.2 us, the Llama layer 2558.0 -> 2547.1, GPT-2's
-        717.8 -> 716.9; slower by a little for BERT-base's step (655.3 -> 656.8) and the 12 causal heads of 512
-        queries (backward 55.4 -> 56.0 us), whose trips hold a single stage of one query tile per head or whose
-        first stage waits for its loads either way."""
-        pending: tuple[_Trip, list[tuple[_Head, int]], _Scores, bool] | None = None
-        for key_batches in trips:
-            trip = self.begin_trip(em, key_batches)
+        """Trips over the heads in straight-line code, software-pipelined by stage: a stage's scores, P and
+        scale (dP - D) are emitted before the previous stage's products, so that each engine's queue alternates
+        between two stages (ScalarE's exponentials of one while TensorE multiplies for the other) and a trip's loads
+        start before the trip before it computes its gradients. Measured against trips one after another (K and dO
+        loaded by DMA transposes in both): the ViT-B/16 step 683.5 -> 677.2 us, the Llama layer 2558.0 -> 2547.1,
+        GPT-2's 717.8 -> 716.9.
+
+        In causal kernels the stage's dS (`multiplied`) follows the previous stage's products and the next trip's
+        loads. The engines run their queues in order, and VectorE's share of the products (the dS^T evacuations the
+        dQ products wait for) does not depend on this stage's exponentials, where its dS does: emitted first, dS
+        held VectorE until ScalarE had finished the stage's exponentials and scale (dP - D), then ScalarE waited for
+        the next scores behind the products VectorE had not yet evacuated. Measured (bf16, trn2) on the 12 causal
+        heads of 512 queries: backward 49.9 -> 48.0 us; the GPT-2 block's training step 567.2 -> 566.6 (backward
+        393.0 -> 392.5), the Llama layer's 2112.1 -> 2111.6. The kernels without a mask keep dS first: after the
+        products, the ViT-B/16 step took 527.6 -> 528.8 us and BERT-base's backward 329.9 -> 330.0.
+
+        Before the stage's dS, the next stage's heads get their rows and -lse (`ready` without D) when they are at
+        most AHEAD_HEADS: at their first scores, the rows' PSUM evacuations and -lse queued on VectorE behind this
+        stage's dS, and TensorE's next scores behind them (the narrow transposes reuse the PSUM those evacuations
+        read). D stays at the first scores: it waits for O, whose load comes last, and ahead of dS it held the
+        engine that computes dS (GPT-2's backward 392.5 -> 402.9 us with D ahead too). The causal case 48.0 ->
+        46.0 us, ViT-B/16's step 527.6 -> 526.3, the Llama layer 2111.6 -> 2111.3, GPT-2 unchanged; BERT-base's
+        stages of four heads of one query tile would prepare four heads ahead, which took its step 519.9 -> 523.3."""
+        # Trip t's store group: the trips before the last in groups of STORE_TRIPS, the last alone, so that the
+        # kernel's end waits for the last trip's rows only.
+        bounds = [(first, min(first + STORE_TRIPS, len(trips) - 1)) for first in range(0, len(trips) - 1, STORE_TRIPS)]
+        bounds.append((len(trips) - 1, len(trips)))
+        key_heads = {first: sum(len(trips[t]) for t in range(first, stop)) for first, stop in bounds}
+        group_ends = {stop - 1 for _, stop in bounds}
+        begun: list[_Trip] = []
+        stores: dict[int, bool] = {}
+
+        def begin(key_batches: list[list[Index]]) -> _Trip:
+            t = len(begun)
+            group = None if t in key_heads else begun[-1].group
+            trip = self.begin_trip(em, key_batches, group, key_heads.get(t, 0))
+            begun.append(trip)
+            stores[id(trip)] = t in group_ends
+            return trip
+
+        pending: tuple[_Trip, list[tuple[_Head, int]], _Scores, bool, bool] | None = None
+        remaining = list(trips)
+        trip = begin(remaining.pop(0))
+        while True:
+            following: _Trip | None = None
             for index, units in enumerate(trip.stages):
                 scores = self.scores(em, units)
+                if not self.causal:
+                    self.multiplied(em, scores)
                 if pending is not None:
                     self.finish_stage(em, *pending)
-                pending = (trip, units, scores, index == len(trip.stages) - 1)
+                last = index == len(trip.stages) - 1
+                if last and remaining:
+                    following = begin(remaining.pop(0))
+                upcoming = trip.stages[index + 1] if not last else following.stages[0] if following else []
+                unprepared = list({head: None for head, _ in upcoming if head.pending is not None})
+                if len(unprepared) <= AHEAD_HEADS:
+                    for head in unprepared:
+                        self.ready(em, head, columns=False)
+                if self.causal:
+                    self.multiplied(em, scores)
+                pending = (trip, units, scores, last, stores[id(trip)])
+            if following is None:
+                break
+            trip = following
         if pending is not None:
             self.finish_stage(em, *pending)
 
     def finish_stage(
-        self, em: LoopNestBuilder, trip: _Trip, units: list[tuple[_Head, int]], scores: _Scores, last: bool
+        self,
+        em: LoopNestBuilder,
+        trip: _Trip,
+        units: list[tuple[_Head, int]],
+        scores: _Scores,
+        last: bool,
+        store: bool = True,
     ) -> None:
         self.products(em, units, scores)
         if last:
-            self.finish_trip(em, trip)
+            self.finish_trip(em, trip, store)
 
-    def begin_trip(self, em: LoopNestBuilder, key_batches: list[list[Index]]) -> _Trip:
-        """The trip's rows loaded and transposed and its gathered gradients allocated."""
-        batched = bool(key_batches[0])
-        query_heads = len(key_batches) * self.groups
-        gathered = [
-            _Gathered(em, query_heads, self.length, self.head, element_type_of(self.results[0]), batched),
-            _Gathered(em, len(key_batches), self.keys, self.head, element_type_of(self.results[1]), batched),
-            _Gathered(em, len(key_batches), self.keys, self.value_head, element_type_of(self.results[2]), batched),
-        ]
+    def begin_trip(
+        self, em: LoopNestBuilder, key_batches: list[list[Index]], group: _StoreGroup | None = None, key_heads: int = 0
+    ) -> _Trip:
+        """The trip's rows loaded and its gradients' place in `group` (a new group of `key_heads` key/value heads,
+        at least the trip's, when None)."""
+        if group is None:
+            batched = bool(key_batches[0])
+            count = max(key_heads, len(key_batches))
+            types = [element_type_of(result) for result in self.results]
+            group = _StoreGroup(
+                [
+                    _Gathered(em, count * self.groups, self.length, self.head, types[0], batched),
+                    _Gathered(em, count, self.keys, self.head, types[1], batched),
+                    _Gathered(em, count, self.keys, self.value_head, types[2], batched),
+                ]
+            )
         heads: list[_Head] = []
         key_values: list[_KeyValue] = []
         for key_batch in key_batches:
-            key_value = self.prepare_key_value(em, key_batch, len(key_values), gathered)
+            key_value = self.prepare_key_value(em, key_batch, len(group.key_values), group.gathered)
             key_values.append(key_value)
+            group.key_values.append(key_value)
             *outer, kv = key_batch
             query_batches = (
                 [key_batch]
                 if self.groups == 1
                 else [[*outer, em.add(em.mul(kv, self.groups), j)] for j in range(self.groups)]
             )
-            heads += [self.prepare_head(em, batch, key_value, len(heads) + j) for j, batch in enumerate(query_batches)]
+            for batch in query_batches:
+                head = self.prepare_head(em, batch, key_value, len(group.heads))
+                heads.append(head)
+                group.heads.append(head)
         units = [(head, i) for head in heads for i in range(_tiles(self.length))]
         stages = [units[first : first + TILES_PER_STAGE] for first in range(0, len(units), TILES_PER_STAGE)]
-        return _Trip(heads, key_values, gathered, stages)
+        return _Trip(heads, key_values, group, stages)
 
-    def finish_trip(self, em: LoopNestBuilder, trip: _Trip) -> None:
-        """The trip's remaining dK and dV blocks gathered, then its three gradients stored."""
+    def finish_trip(self, em: LoopNestBuilder, trip: _Trip, store: bool = True) -> None:
+        """The trip's remaining dK and dV blocks gathered, then, with `store`, its group's three gradients stored."""
         for key_value in trip.key_values:
             self.finish_key_value(em, key_value)
-        trip.gathered[0].store(em, self.results[0], trip.heads[0].batch)
-        trip.gathered[1].store(em, self.results[1], trip.key_values[0].batch)
-        trip.gathered[2].store(em, self.results[2], trip.key_values[0].batch)
+        if not store:
+            return
+        group = trip.group
+        group.gathered[0].store(em, self.results[0], group.heads[0].batch)
+        group.gathered[1].store(em, self.results[1], group.key_values[0].batch)
+        group.gathered[2].store(em, self.results[2], group.key_values[0].batch)
 
     def prepare_key_value(
         self, em: LoopNestBuilder, batch: list[Index], position: int, gathered: list[_Gathered]
@@ -578,14 +671,18 @@ class _AttentionBackward:
         return key_value
 
     @staticmethod
-    def ready(em: LoopNestBuilder, head: _Head) -> None:
+    def ready(em: LoopNestBuilder, head: _Head, columns: bool = True) -> None:
         """Emits what remains of the preparation of `head` and its key/value head (the transposes after their
         loads), once, just before their first use: a trip's first scores then wait only for their own head's
-        loads, not for every head of the trip."""
+        loads, not for every head of the trip. Without `columns`, all but D = rowsum(dO O), which waits for O
+        (`pipelined_trips` prepares the next stage's heads so, one stage ahead)."""
         for prepared in (head.kv, head):
             if prepared.pending is not None:
                 pending, prepared.pending = prepared.pending, None
                 pending(em)
+        if columns and head.pending_columns is not None:
+            emit_columns, head.pending_columns = head.pending_columns, None
+            emit_columns(em)
 
     def load_rows_or_transposed(
         self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], count: int, width: int
@@ -716,7 +813,11 @@ class _AttentionBackward:
             lse = self.negated_lse(e, lse_rows)
             head.query, head.query_t = self.both_ways(e, loaded_query, self.length)
             head.grad_out, head.grad_out_t = self.both_ways(e, loaded_grad_out, self.length)
-            head.columns = self.row_columns(e, head.grad_out, out, lse)
+
+            def columns(e2: LoopNestBuilder) -> None:
+                head.columns = self.row_columns(e2, head.grad_out, out, lse)
+
+            head.pending_columns = columns
 
         head.pending = convert
         return head
@@ -760,8 +861,8 @@ class _AttentionBackward:
             probs = em.insert(tile.InsertOp(self.exponentials(em, head, i, p, 0, m0), probs, [em.index(0)])).result
             diagonal = self.exponentials(em, head, i, p, m0, n - m0, self.biases[i])
             probabilities.append(em.insert(tile.InsertOp(diagonal, probs, [em.index(m0)])).result)
-        grad_scores: list[SSAValue] = []
-        for (head, i), (p, m0, n), probs in zip(units, shapes, probabilities, strict=True):
+        centred_tiles: list[SSAValue] = []
+        for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
             grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
             values_t = window(em, head.kv.value_t, [0], (self.value_head, n))
             grad_probabilities = em.insert(tile.MatmulOp(grad_out_block_t, values_t, _psum((p, n)))).result
@@ -778,10 +879,15 @@ class _AttentionBackward:
                     bias=scaled_row_dot,
                 )
             ).result
-            grad_scores.append(
-                em.insert(tile.BinaryOp(centred, probs, "multiply", sbuf_tile((p, n), self.element_type))).result
-            )
-        return _Scores(shapes, probabilities, grad_scores)
+            centred_tiles.append(centred)
+        return _Scores(shapes, probabilities, centred_tiles)
+
+    def multiplied(self, em: LoopNestBuilder, scores: _Scores) -> _Scores:
+        """dS = P scale (dP - D) of each tile of the stage."""
+        for (p, _, n), centred, probs in zip(scores.shapes, scores.centred, scores.probabilities, strict=True):
+            product = tile.BinaryOp(centred, probs, "multiply", sbuf_tile((p, n), self.element_type))
+            scores.grad_scores.append(em.insert(product).result)
+        return scores
 
     def products(self, em: LoopNestBuilder, units: list[tuple[_Head, int]], scores: _Scores) -> None:
         """The second half: each tile's dQ into its trip's gathered gradient, its dK and dV parts into the key/value

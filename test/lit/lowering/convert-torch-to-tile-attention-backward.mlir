@@ -71,20 +71,44 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // CHECK-NEXT:    %[[E1D:.*]] = tile.unary %[[D1B]]
 // CHECK-NEXT:    tile.insert %[[E1D]], %[[P1A]][%c128] : !tile.tile<128x128xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>
 // dS carries the scale: scale (dP - D) leaves PSUM in one activation (-scale D its per-partition bias), in bf16,
-// and its product with P is bf16 too.
+// and its product with P is bf16 too, emitted after the stage's last scale (dP - D) and after the next stage's two
+// heads have their rows and -lse (the log-sum-exp's transpose).
 // CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
-// CHECK-NEXT:    tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
+// CHECK-NOT:     tile.binary %[[CENTRED]]
+// CHECK:         tile.transpose %{{.*}} : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
+// CHECK-NOT:     tile.binary %[[CENTRED]]
+// CHECK:         tile.transpose %{{.*}} : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
+// CHECK:         tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // The trips are software-pipelined by stage: the second trip (heads 8 to 15) loads and computes its first stage's P
-// and dS before the first trip's last products and its stores.
+// and scale (dP - D) before the first trip's last products and its stores; causal, its dS follows them.
 // CHECK-NOT:     tile.store
 // CHECK:         tile.load %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // CHECK-NOT:     tile.store
-// CHECK:         tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64}
+// CHECK:         %[[CENTRED8:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64}
+// CHECK-NOT:     tile.binary %[[CENTRED8]], %{{.*}} {op = "multiply"}
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>}
+// CHECK-NOT:     tile.store
+// CHECK:         tile.binary %[[CENTRED8]], %{{.*}} {op = "multiply"}
 // No [L, S] tile reaches HBM: the trip's three gradients leave in one store each, all eight heads' rows together,
 // into tensors stored [B, L, H, E] (as the forward's output), so that a row of the eight heads is one contiguous run
 // and merging the heads afterwards is a view.
-// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x8x64xbf16, sbuf>, memref<1x16x2x128x64xbf16, strided<[262144, 64, 131072, 1024, 1]>, #mem<hbm>>
-// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>}
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x8x64xbf16, sbuf>, memref<1x16x2x128x64xbf16, strided<[262144, 64, 131072, 1024, 1]>, #mem<hbm>>
+// CHECK-NOT:     tile.store
+// CHECK:       func.return
+
+// Three trips of eight heads: the gradients of the first two trips are gathered in one tile each and leave in one
+// store each after the second trip (16 heads: a row is one 2 KiB run), the last trip's alone at the end (STORE_TRIPS).
+func.func @grouped_stores_backward(%g: tensor<1x24x256x64xbf16>, %q: tensor<1x24x256x64xbf16>, %k: tensor<1x24x256x64xbf16>, %v: tensor<1x24x256x64xbf16>, %o: tensor<1x24x256x64xbf16>, %lse: tensor<1x24x256xf32>) -> (tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>) {
+  %dq, %dk, %dv = torch.aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %o, %lse, none {dropout_p = 0.000000e+00 : f64, is_causal = true} : (tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256xf32>) -> (tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>)
+  func.return %dq, %dk, %dv : tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>, tensor<1x24x256x64xbf16>
+}
+// CHECK-LABEL: func.func @grouped_stores_backward
+// CHECK-NOT:     tile.store
+// CHECK:         tile.load %k[%c0, %c8, %c0, %c0]
+// CHECK-NOT:     tile.store
+// CHECK:         tile.load %k[%c0, %c16, %c0, %c0]
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x16x64xbf16, sbuf>
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c16, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x8x64xbf16, sbuf>
 // CHECK-NOT:     tile.store
 // CHECK:       func.return
 
