@@ -366,20 +366,12 @@ def _run_partitioned(
 ) -> tuple[Callable[[list[Any]], list[Any]], int]:
     """The graph split into regions of the nodes `on_core` (each compiled by `compile_region`) and the nodes
     between them, which run as they are; the callable runs the whole, and the count is the regions'."""
-    from neuron_mlir.frontend.partition import partition
+    from neuron_mlir.frontend.partition import boxed_call, partition
 
     outer, count = partition(graph_module, on_core, compile_region)
     if debug_dir is not None:
         (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
-
-    def run_partitioned(args: list[Any]) -> list[Any]:
-        inputs = list(args)
-        args.clear()
-        result = outer(*inputs)
-        return list(result) if isinstance(result, list | tuple) else [result]
-
-    run_partitioned._boxed_call = True  # type: ignore[attr-defined]
-    return run_partitioned, count
+    return boxed_call(outer), count
 
 
 _Imported = tuple[ModuleOp, GraphSignature]

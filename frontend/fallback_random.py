@@ -48,7 +48,7 @@ import logging
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.fx
@@ -349,6 +349,26 @@ class _drawing_from:
             self.context.__exit__(*exc)
 
 
+class _RandomGraph(NamedTuple):
+    """A graph's random nodes, its placeholders with their positions, and where its size symbols come from."""
+
+    random_nodes: list[torch.fx.Node]
+    placeholders: list[torch.fx.Node]
+    position: dict[torch.fx.Node, int]
+    bindings: list[tuple[Any, int, int | None]]
+
+    @staticmethod
+    def of(graph_module: torch.fx.GraphModule) -> _RandomGraph | None:
+        """None for a graph without a random node."""
+        nodes = graph_module.graph.nodes
+        random_nodes = [node for node in nodes if is_random(node)]
+        if not random_nodes:
+            return None
+        placeholders = [node for node in nodes if node.op == "placeholder"]
+        position = {node: index for index, node in enumerate(placeholders)}
+        return _RandomGraph(random_nodes, placeholders, position, _symbol_bindings(placeholders))
+
+
 def compile_with_host_draws(
     graph_module: torch.fx.GraphModule,
     compile_lifted: Callable[[torch.fx.GraphModule], Callable[[list[Any]], list[Any]]],
@@ -359,13 +379,10 @@ def compile_with_host_draws(
     computes from its inputs is cut into consecutive regions before and after each such draw instead, each region
     compiled by `compile_region` (which lifts the region's own draws) and each of those draws made on the host
     between them (module docstring)."""
-    graph = graph_module.graph
-    random_nodes = [node for node in graph.nodes if is_random(node)]
-    if not random_nodes:
+    found = _RandomGraph.of(graph_module)
+    if found is None:
         return None
-    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
-    position = {node: index for index, node in enumerate(placeholders)}
-    bindings = _symbol_bindings(placeholders)
+    random_nodes, placeholders, position, bindings = found
     cut = []
     for node in random_nodes:
         try:
@@ -399,7 +416,7 @@ def _split_at(
     from its region or made between regions, is made in the graph's order."""
     from torch.fx.passes.split_module import split_module
 
-    from neuron_mlir.frontend.partition import CompiledRegion, _copy_input_metadata
+    from neuron_mlir.frontend.partition import CompiledRegion, _copy_input_metadata, boxed_call
 
     cut_nodes = set(cut)
     region_of: dict[torch.fx.Node, int] = {}
@@ -424,15 +441,7 @@ def _split_at(
         else:
             setattr(split, str(node.target), CompiledRegion(compile_region(region), returns_tuple))
     split.recompile()
-
-    def run_split(args: list[Any]) -> list[Any]:
-        inputs = list(args)
-        args.clear()
-        result = split(*inputs)
-        return list(result) if isinstance(result, list | tuple) else [result]
-
-    run_split._boxed_call = True  # type: ignore[attr-defined]
-    return run_split
+    return boxed_call(split)
 
 
 class _HostDraw(torch.nn.Module):
@@ -462,13 +471,11 @@ def lift_random_draws(graph_module: torch.fx.GraphModule) -> HostDraws | None:
     """Rewrite `graph_module` so that its random nodes' results are inputs (module docstring); the draws that
     compute them, or None when the graph has no random node (then it is left as it is). Raises
     `FallbackRandomError` for a draw that reads values computed in the graph."""
-    graph = graph_module.graph
-    random_nodes = [node for node in graph.nodes if is_random(node)]
-    if not random_nodes:
+    found = _RandomGraph.of(graph_module)
+    if found is None:
         return None
-    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
-    position = {node: index for index, node in enumerate(placeholders)}
-    bindings = _symbol_bindings(placeholders)
+    random_nodes, placeholders, position, bindings = found
+    graph = graph_module.graph
     on_device = _on_device(placeholders, random_nodes)
     calls: dict[str, _Call] = {}  # the draws and the steps computing their constant arguments, in order
     for node in random_nodes:

@@ -47,6 +47,20 @@ class CompiledRegion(torch.nn.Module):
         return tuple(outputs) if self.returns_tuple else outputs[0]
 
 
+def boxed_call(module: torch.fx.GraphModule) -> Callable[[list[Any]], list[Any]]:
+    """`module` as a boxed callable (AOTAutograd's convention: it takes the argument list, empties it so that the
+    arguments can be freed as soon as they are used, and returns a list)."""
+
+    def run(args: list[Any]) -> list[Any]:
+        inputs = list(args)
+        args.clear()
+        result = module(*inputs)
+        return list(result) if isinstance(result, list | tuple) else [result]
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
 def _copy_input_metadata(outer: torch.fx.GraphModule, call: torch.fx.Node, region: torch.fx.GraphModule) -> None:
     """Give the region's placeholders the fake-tensor metadata of the values that feed them."""
     placeholders = [n for n in region.graph.nodes if n.op == "placeholder"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.programs import loops_batched_and_sequential
 
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.program import Program
@@ -29,30 +30,12 @@ def _load_compute_store(wait_for_load: bool) -> Program:
     return b.build()
 
 
-def _loops_batched_and_sequential() -> Program:
-    """A loop the simulator batches as a nest, and one it runs iteration by iteration."""
-    b = ProgramBuilder("trn2", auto_waits=True)
-    x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 7 * 16), "f32")
-    t = b.sbuf("t", (128, 16), "f32")
-    column = b.reg()
-    with b.loop(0, 6) as i:
-        b.scalar(column, "mul", i, 16)
-        b.dma(b.ap(t), b.ap(x, [(96, 128), (1, 16)], reg=column))
-        b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
-        b.dma(b.ap(y, [(112, 128), (1, 16)], reg=column), b.ap(t), queue=1)
-    with b.loop(0, 3) as i:
-        b.scalar(column, "mul", i, 16)
-        b.inst("tensor_scalar", "vector", {"dst": b.ap(t), "src": b.ap(t)}, {"op0": "add", "scalar0": 1.0})
-        b.dma(b.ap(y, [(112, 128), (1, 16)], offset=96), b.ap(t), queue=2)
-    return b.build()
-
-
 def _inputs(program: Program) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     return [rng.standard_normal(tuple(binding.shape)).astype(np.float32) for binding in program.inputs]
 
 
-@pytest.mark.parametrize("build", [lambda: _load_compute_store(True), _loops_batched_and_sequential])
+@pytest.mark.parametrize("build", [lambda: _load_compute_store(True), loops_batched_and_sequential])
 def test_the_analysis_is_the_first_run_s_profile_and_the_run_that_takes_it_computes_the_same(build):
     program = build()
     inputs = _inputs(program)
@@ -89,7 +72,7 @@ def test_a_racy_program_has_no_analysis_and_its_first_run_still_raises():
 
 
 def test_an_analysis_of_another_program_is_not_taken():
-    program = _loops_batched_and_sequential()
+    program = loops_batched_and_sequential()
     other = analyse_validated(validate_program(_load_compute_store(True)))
     assert other is not None
     validated = validate_program(program)

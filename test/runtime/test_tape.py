@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.programs import loops_batched_and_sequential
 
 from neuron_mlir.runtime import blas, isa, tape
 from neuron_mlir.runtime.builder import ProgramBuilder
@@ -150,25 +151,8 @@ def test_every_prepared_form_matches_the_plain_path():
     assert len(steps) - len(_prepared(steps)) >= 1
 
 
-def _loops_batched_and_sequential() -> Program:
-    b = ProgramBuilder("trn2", auto_waits=True)
-    x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 7 * 16), "f32")
-    t = b.sbuf("t", (128, 16), "f32")
-    column = b.reg()
-    with b.loop(0, 6) as i:  # batched
-        b.scalar(column, "mul", i, 16)
-        b.dma(b.ap(t), b.ap(x, [(96, 128), (1, 16)], reg=column))
-        b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
-        b.dma(b.ap(y, [(112, 128), (1, 16)], reg=column), b.ap(t), queue=1)
-    with b.loop(0, 3) as i:  # each iteration reads what the previous one wrote: sequential, register-addressed
-        b.scalar(column, "mul", i, 16)
-        b.inst("tensor_scalar", "vector", {"dst": b.ap(t), "src": b.ap(t)}, {"op0": "add", "scalar0": 1.0})
-        b.dma(b.ap(y, [(112, 128), (1, 16)], offset=96), b.ap(t), queue=2)
-    return b.build()
-
-
 def test_loops_batched_and_sequential_replay_the_same():
-    steps = _assert_runs_match_the_plain_path(_loops_batched_and_sequential())
+    steps = _assert_runs_match_the_plain_path(loops_batched_and_sequential())
     # the batched loop replays as its three instructions over all lanes (and the write-back of its private tile),
     # not as 6 x 3 instances; the sequential loop instance by instance
     assert len(steps) < 6 + 3 * 2
@@ -178,7 +162,7 @@ def test_the_walk_s_caches_go_with_the_run_that_made_the_tape_and_a_later_walk_m
     """Runs of the tape walk nothing, so the loops' traces and nest analyses are dropped once the tape exists; a
     later run that walks (race checking asked for the first time) traces the loops again and agrees with the
     plain path."""
-    program = _loops_batched_and_sequential()
+    program = loops_batched_and_sequential()
     validated = validate_program(program)
     expected, reference = run_program(program, _inputs(program, 1), vectorize=False)
     run_validated(validated, _inputs(program, 0), check_races=False)
