@@ -443,9 +443,9 @@ def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_
     text = graph_key_text(graph_module)
     if text is None:
         return _Lookup(None, None)
+    # (`fallback_random` needs no part of the key: a graph whose draws it lifted has them as placeholders, another
+    # text, and a graph without draws compiles to the same program either way)
     precision = (options.auto_cast, *(["stochastic_rounding"] if options.stochastic_rounding else []))
-    # a graph compiled with its draws on the host has them as inputs: another program
-    precision += ("fallback_random",) if options.fallback_random else ()
     key = cache_key(text, "fx-graph", options.target, *precision, __version__, torch.__version__)
     if debug_dir is not None:
         return _Lookup(key, None)

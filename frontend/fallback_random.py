@@ -672,12 +672,8 @@ def _describe(node: torch.fx.Node) -> str:
 
 
 def _computed_in_graph(node: torch.fx.Node, argument: torch.fx.Node) -> FallbackRandomError:
-    return _ComputedInGraph(
-        f"neuron-mlir: fallback_random: {_describe(node)} draws from values the graph computes from its inputs "
-        f"({_describe(argument)}): a draw on the host needs them before the program runs. Compute them outside "
-        "the compiled function (pass them in), or compile without "
-        "fallback_random (the compiler then draws from its own generator)"
-    )
+    # (caught by `compile_with_host_draws`, which cuts the graph before such a draw)
+    return _ComputedInGraph(f"{node.name} draws from {argument.name}, which the graph computes from its inputs")
 
 
 def _unbound(node: torch.fx.Node, argument: torch.fx.Node) -> FallbackRandomError:

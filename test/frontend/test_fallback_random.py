@@ -321,21 +321,29 @@ def test_random_decompositions_are_left_out():
     assert torch.ops.aten.scaled_dot_product_attention.default in kept
 
 
-def test_the_option_is_part_of_the_cache_key(tmp_path, monkeypatch):
+def test_the_cache_keeps_one_program_per_graph_whatever_the_option(tmp_path, monkeypatch):
+    """A graph without draws compiles to the same program with the option or without (one cache entry); a graph
+    with a draw lifted on the host is another graph, so the program compiled without the option is not taken."""
     monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", str(tmp_path))
 
     def double(x):
         return x * 2
 
+    def noisy(x):
+        return x + torch.rand_like(x)
+
     x = torch.randn(3, 4)
-    torch.compile(double, backend="neuron-mlir")(x)
-    torch._dynamo.reset()
-    neuron_mlir.reset()
-    torch.compile(double, backend="neuron-mlir", options=OPTIONS)(x)
-    stats = neuron_mlir.stats()
-    assert stats["cache_hits"] == 0
-    assert stats["cache_misses"] == 1
+    for fn in (double, noisy):
+        torch.compile(fn, backend="neuron-mlir")(x)
     torch._dynamo.reset()
     neuron_mlir.reset()
     torch.compile(double, backend="neuron-mlir", options=OPTIONS)(x)
     assert neuron_mlir.stats()["cache_hits"] == 1
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    torch.manual_seed(0)
+    compiled = torch.compile(noisy, backend="neuron-mlir", options=OPTIONS)(x)
+    assert neuron_mlir.stats()["cache_hits"] == 0
+    assert neuron_mlir.stats()["cache_misses"] == 1
+    torch.manual_seed(0)
+    assert torch.equal(compiled, noisy(x))
