@@ -11,6 +11,10 @@ PyTorch picks the algorithm, and with it the rounding, so these lowerings pick t
 
 `_pdist_forward` is always direct (ATen's pdist has no matmul path): row i against rows i+1.. on partitions,
 written to the condensed output in PyTorch's (i, j > i) order.
+
+ATen's kernels take p in the inputs' element type and pick the norm by that value (`Dist<scalar_t>`): a p whose
+float32 is inf (1e127) is the max norm, one whose float32 is 0 counts, so the direct path converts p first.
+Only the matmul path's test sees the double, as `cdist_impl`'s does.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from xdsl.dialects.builtin import f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     PARTITION_TILE,
@@ -44,7 +50,14 @@ from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime.dtypes import numpy_dtype
 from neuron_mlir.runtime.hardware import Memory
+
+
+def _as_element(p: float, element_type: Attribute) -> float:
+    """p as ATen's distance kernels hold it: converted to the inputs' element type."""
+    with np.errstate(over="ignore"):
+        return float(numpy_dtype(runtime_dtype_name(element_type)).type(p))
 
 
 def _work(shape: Sequence[int]) -> TileType:
@@ -176,6 +189,7 @@ def _cdist(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSA
     rows1, rows2, width = a.shape[-2], b.shape[-2], a.shape[-1]
     if _uses_matmul(p, mode, rows1, rows2) and width > 0:
         return [_euclidean_by_matmul(em, x1, x2, element_type)]
+    p = _as_element(p, element_type)
     out = alloc(em, result_shape(op), element_type)
     spread = _broadcast_rows(em, x2, PARTITION_TILE)
 
@@ -195,10 +209,10 @@ def _cdist(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSA
 
 def _pdist(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["self"]
-    p = float(args.get("p", 2.0))
     layout = layout_of(x)
     count, width = layout.shape
     element_type = result_element_type(op)
+    p = _as_element(float(args.get("p", 2.0)), element_type)
     out = alloc(em, result_shape(op), element_type)
     column_view = view(em, out, Layout((result_shape(op)[0], 1), (1, 1), 0))
     spread = _broadcast_rows(em, x, PARTITION_TILE)
