@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from neuron_mlir.backend_trn.translate import ProgramBuildError, build_program, is_synchronised, memory_sizes_needed
 from neuron_mlir.ir.semantics import register_level_semantics
+from neuron_mlir.runtime.collectives import CollectiveError
 from neuron_mlir.runtime.races import SimulationError
 from neuron_mlir.runtime.simulator import run_program
 from neuron_mlir.runtime.validate import BundleError
@@ -32,8 +33,9 @@ def run_neuron_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: s
             check_races=is_synchronised(program),
             memory_sizes_override=memory_sizes_needed(program),
         )
-    except (BundleError, SimulationError) as error:
-        # the program the IR denotes breaks a rule of the core (a race, an instruction id used twice, ...)
+    except (BundleError, SimulationError, CollectiveError) as error:
+        # the program the IR denotes breaks a rule of the core (a race, an instruction id used twice, ...), or its
+        # collectives need ranks a lone run does not have
         raise ProgramBuildError(f"the program it denotes cannot run: {error}") from error
     return outputs
 

@@ -45,3 +45,14 @@ func.func @main(%x: tensor<300x2147483648xf32>) -> tensor<300x2147483648xf32> {
   func.return %x : tensor<300x2147483648xf32>
 }
 // CHECK: check-semantics-errors.mlir:44:1: error: check-semantics: the input: @main arguments 0-0 alone take 4800.0 GiB of random values, more than the 2.0 GiB allowed
+
+// -----
+
+// A collective over more ranks than a lone run has (the program needs the other ranks' transport).
+func.func @main() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_reduce collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: check-semantics-errors.mlir:52:1: error: check-semantics: the input: the program it denotes cannot run: all_reduce: the replica group [0, 1] has 2 ranks but no transport is injected
