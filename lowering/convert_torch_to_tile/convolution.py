@@ -3733,6 +3733,14 @@ def legal(op: Operation) -> str | None:
     x_shape = tensor_shape(args["input"])
     if not 1 <= len(x_shape) - 2 <= 3:
         return f"only batched 1-d, 2-d and 3-d convolutions lower (input rank {len(x_shape)})"
+    w_shape = tensor_shape(args["weight"])
+    if len(w_shape) != len(x_shape):
+        return f"the weight's rank {len(w_shape)} differs from the input's {len(x_shape)}"
+    rank = len(x_shape) - 2
+    # ATen takes one value for every spatial dimension, or one for each (`expand_param_if_needed`)
+    for name in ("stride", "padding", "dilation", "output_padding"):
+        if len(args[name]) not in (1, rank):
+            return f"{name} has {len(args[name])} values, for {rank} spatial dimensions"
     # ATen refuses these before it computes anything (and the output size divides by the stride)
     if any(int(v) < 1 for v in args["stride"]):
         return f"a stride must be positive, found {list(args['stride'])}"
@@ -3745,7 +3753,7 @@ def legal(op: Operation) -> str | None:
     if op.name == "torch.aten.convolution":
         expected = convolution_shape(
             x_shape,
-            tensor_shape(args["weight"]),
+            w_shape,
             args["stride"],
             args["padding"],
             args["dilation"],

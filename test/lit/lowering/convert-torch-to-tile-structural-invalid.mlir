@@ -30,6 +30,23 @@ func.func @convolution_wrong_result(%x: tensor<1x3x5xf32>, %w: tensor<2x3x3xf32>
 
 // -----
 
+// A 1-d input with a 2-d kernel, and a 2-d convolution given three strides (fuzz cases crashed on both).
+func.func @convolution_weight_rank(%x: tensor<1x3x7xf32>, %w: tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 3 : i64} : (tensor<1x3x7xf32>, tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<1x3x6x7xf32>
+}
+// CHECK: torch.aten.convolution: the weight's rank 4 differs from the input's 3 (at model.py:4 (model.conv))
+
+// -----
+
+func.func @convolution_stride_count(%x: tensor<1x3x6x7xf32>, %w: tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 1, 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 3 : i64} : (tensor<1x3x6x7xf32>, tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<1x3x6x7xf32>
+}
+// CHECK: torch.aten.convolution: stride has 3 values, for 2 spatial dimensions (at model.py:4 (model.conv))
+
+// -----
+
 // A zero stride (the output size divides by it; a fuzz case crashed there), and a zero dilation of a backward.
 func.func @convolution_zero_stride(%x: tensor<1x3x6x7xf32>, %w: tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> {
   %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 0, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 3 : i64} : (tensor<1x3x6x7xf32>, tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> loc("model.conv"("model.py":4:0))
