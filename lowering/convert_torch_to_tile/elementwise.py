@@ -939,7 +939,8 @@ def in_tensor_dtype(value: object, tensor: SSAValue) -> float | int:
     if element_type is None or is_integer_type(element_type) or element_type == f32:
         return number
     dtype = numpy_dtype(runtime_dtype_name(element_type))
-    return float(np.array(number, dtype=np.float64).astype(np.float32).astype(dtype))
+    with np.errstate(over="ignore"):  # a scalar beyond the dtype's range is its infinity, as ATen's cast makes it
+        return float(np.array(number, dtype=np.float64).astype(np.float32).astype(dtype))
 
 
 def _alpha_scaled(m: TileMath, value: SSAValue, alpha: object) -> SSAValue:
