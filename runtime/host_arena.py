@@ -22,6 +22,7 @@ runs never wait for each other and cannot deadlock.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import resource
 import threading
@@ -69,7 +70,7 @@ class HostArena:
         if self._mapping is None or self._mapping.size < total:
             try:
                 self._mapping = _mapped(_reserve(total))
-            except OSError:  # the system refuses to promise that much address space (strict overcommit)
+            except (MemoryError, OSError):  # the system refuses to promise that much address space (strict overcommit)
                 self._mapping = _mapped(total)
             self._carved = self._slot = 0
         self._carved = max(self._carved, total)
@@ -95,8 +96,22 @@ class HostArena:
         return mapping[end - slot : end]
 
 
+def anonymous_mapping(size: int) -> mmap.mmap:
+    """`size` bytes of private anonymous memory. A mapping the kernel refuses (ENOMEM: the address-space limit,
+    strict overcommit) raises the MemoryError NumPy raises for an allocation that fails, so that callers see one
+    kind of out-of-memory."""
+    try:
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as error:
+        if error.errno != errno.ENOMEM:
+            raise
+        raise MemoryError(
+            f"the simulated memories need {size} bytes of host memory, which the process cannot map"
+        ) from error
+
+
 def _mapped(size: int) -> np.ndarray:
-    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mapping = anonymous_mapping(size)
     # ordinary pages: a huge page would make a machine touching a few bytes of it resident for 2 MiB, and its
     # first touch may wait for the kernel to compact memory (`runtime.heap`, `small_pages`)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):

@@ -32,7 +32,7 @@ import numpy as np
 
 from neuron_mlir.runtime import dtypes
 from neuron_mlir.runtime.hardware import Memory
-from neuron_mlir.runtime.host_arena import HostArena
+from neuron_mlir.runtime.host_arena import HostArena, anonymous_mapping
 from neuron_mlir.runtime.program import Access, BufferDecl, TensorBinding, row_major_strides
 from neuron_mlir.runtime.validate import MemorySizes
 
@@ -119,7 +119,7 @@ class Machine:
         self._clear_views: list[np.ndarray] = []
 
     def _mapped(self, start: int, end: int) -> np.ndarray:
-        mapping = mmap.mmap(-1, end - start, flags=mmap.MAP_PRIVATE)
+        mapping = anonymous_mapping(end - start)
         self._mappings[(start, end)] = mapping
         array = np.frombuffer(mapping, np.uint8)
         array.fill(FILL_BYTE)

@@ -3,6 +3,8 @@ run at a time, each with the bits and profile it has alone; a run that finds the
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -179,7 +181,7 @@ def test_a_refused_reservation_maps_only_what_the_machine_needs(monkeypatch):
     def refusing(size: int) -> np.ndarray:
         reserved.append(size)
         if size > 1 << 20:
-            raise OSError(12, "Cannot allocate memory")
+            raise MemoryError("the process cannot map it")  # what `_mapped` makes of the kernel's ENOMEM
         return real(size)
 
     monkeypatch.setattr(host_arena, "_mapped", refusing)
@@ -187,3 +189,21 @@ def test_a_refused_reservation_maps_only_what_the_machine_needs(monkeypatch):
     (array,) = arena.carve([5000])
     assert array.size == 5000
     assert reserved == [host_arena._reserve(5000), 8192]
+
+
+def test_memories_the_process_cannot_map_are_a_memory_error():
+    """A mapping beyond the process's address-space limit is refused by the kernel (ENOMEM): it reaches callers as
+    the MemoryError NumPy raises for an allocation that fails, which neuron-opt reports as a diagnostic (a fuzz
+    case declared an 8 GiB HBM buffer and the mapping's OSError escaped as a traceback)."""
+    script = (
+        "import resource\n"
+        "from neuron_mlir.runtime import host_arena\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))\n"
+        "try:\n"
+        "    host_arena._mapped(8 << 30)\n"
+        "except MemoryError as error:\n"
+        "    print('MemoryError', error)\n"
+    )
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.startswith("MemoryError the simulated memories need 8589934592 bytes"), finished.stdout
