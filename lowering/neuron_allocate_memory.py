@@ -7,7 +7,8 @@ disjoint byte ranges and everything fits the target's capacity: SBUF bytes per p
 where a matmul's accumulator gets a bank of its own (each bank holds one accumulation group) and other PSUM
 buffers, such as transposes, share banks without straddling two. A live range runs in program
 order from the alloc to its last use, extended to the end of any loop that uses the buffer but does not
-allocate it (the buffer is read again in the next iteration).
+allocate it (the buffer is read again in the next iteration). A matmul whose PSUM output nothing reads is erased
+first, with its buffer (`erase_unread_products`): the core would count its group in flight for good.
 
 A buffer allocated inside a loop body lives for the whole body by preference: the engines run ahead of each
 other, so the next iteration's first instructions may start while this iteration's last ones still use their
@@ -78,6 +79,22 @@ class _Interval:
     start: int
     end: int
     size: int
+
+
+def erase_unread_products(function: func.FuncOp) -> None:
+    """Erase the matmuls (products and transposes) whose PSUM output nothing reads, with their buffers.
+
+    Such a write has no effect, and the core counts its accumulation group in flight until another engine reads
+    the group, which none ever does: its bytes could never be given to another group (the bundle's validation
+    refuses the overlap), so keeping it would hold PSUM for the rest of the function."""
+    for alloc in [op for op in function.body.walk() if isinstance(op, neuron.AllocOp) and op.memory is Memory.PSUM]:
+        writers = [use.operation for use in alloc.buffer.uses]
+        if writers and all(isinstance(w, neuron.MatmulOp) and w.dst is alloc.buffer for w in writers):
+            for writer in writers:
+                writer.detach()
+                writer.erase()
+            alloc.detach()
+            alloc.erase()
 
 
 def _accumulates(alloc: neuron.AllocOp) -> bool:
@@ -486,6 +503,7 @@ class NeuronAllocateMemoryPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = neuron.target_of(op)
         for function in defined_functions(op):
+            erase_unread_products(function)
             alignment = target.on_chip_alignment_bytes
             lifetimes = _lifetimes(function, target.psum_bank_bytes)
             allocate_on_chip(lifetimes, Memory.SBUF, target.sbuf_bytes_per_partition, alignment, target)

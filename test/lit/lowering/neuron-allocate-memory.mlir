@@ -253,3 +253,28 @@ func.func @largest_first(%x: memref<128x20480xf32, #mem<hbm>>) {
 // CASES:       neuron.alloc {address = 0 : i64} : memref<128x20480xf32, #mem<sbuf>>
 // CASES:       neuron.alloc {address = 184320 : i64} : memref<128x10240xf32, #mem<sbuf>>
 // CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #mem<sbuf>>
+
+// -----
+
+// A matmul whose PSUM output nothing reads is erased with its buffer: its group would count as in flight for good
+// (only another engine's read ends one), so its bytes could never go to another group (a fuzz case: the copy out
+// of the first of 33 transposes deleted, the pass gave its bytes to a later transpose and validation refused it).
+// CASES-LABEL: func.func @unread_products
+func.func @unread_products(%s: memref<128x128xf32, #mem<hbm>>) {
+  %eye = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+  %x = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %x[0:128, 0, [[1, 128]]], src %s[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<hbm>>
+  %unread = neuron.alloc : memref<100x128xf32, #mem<psum>>
+  neuron.nc_matmul tensor dst %unread[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  %product = neuron.alloc : memref<128x100xf32, #mem<psum>>
+  neuron.nc_matmul tensor dst %product[0:128, 0, [[1, 100]]], stationary %x[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] : memref<128x100xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  %read = neuron.alloc : memref<100x128xf32, #mem<psum>>
+  neuron.nc_matmul tensor dst %read[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %read[0:100, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<100x128xf32, #mem<psum>>
+  func.return
+}
+// CASES:       neuron.dma_copy
+// CASES-NEXT:  neuron.alloc {address = 0 : i64} : memref<100x128xf32, #mem<psum>>
+// CASES-NEXT:  neuron.nc_matmul tensor dst
+// CASES-NEXT:  neuron.tensor_copy
+// CASES-NEXT:  func.return
