@@ -32,6 +32,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.collectives import REDUCTIONS
+from neuron_mlir.runtime.validate import INT32_MAX
 
 
 def legal(op: Operation) -> str | None:
@@ -47,6 +48,11 @@ def legal(op: Operation) -> str | None:
             f"the process group '{args['group_name']}' is not in the module's {PROCESS_GROUPS_ATTR} (the frontend "
             "records the ranks of every group a graph names)"
         )
+    if not ranks:
+        return f"the process group '{args['group_name']}' has no ranks"
+    if not all(0 <= rank <= INT32_MAX for rank in ranks) or len(set(ranks)) != len(ranks):
+        # a program's replica groups are distinct ranks of a 32-bit count (runtime/validate.py)
+        return f"the process group '{args['group_name']}' has ranks {list(ranks)}: distinct ranks in [0, 2^31) only"
     if "reduce_op" in args and str(args["reduce_op"]).lower() not in REDUCTIONS:
         return f"reduction '{args['reduce_op']}' is not one of {', '.join(sorted(REDUCTIONS))}"
     if "group_size" in args and int(args["group_size"]) != len(ranks):

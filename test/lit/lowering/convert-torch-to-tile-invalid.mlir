@@ -162,6 +162,27 @@ builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
 
 // -----
 
+// A rank a program cannot hold (a fuzz case: the bundle's validation refused the compiled program), and one twice.
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 1099511627776>}} {
+  func.func @collective_rank_range(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = torch.c10d_functional.all_reduce %x {reduce_op = "sum", group_name = "0"} : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":23:0)
+    func.return %0 : tensor<4xf32>
+  }
+}
+// CHECK: torch.c10d_functional.all_reduce: the process group '0' has ranks [1099511627776]: distinct ranks in [0, 2^31) only (at model.py:23)
+
+// -----
+
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 1, 1>}} {
+  func.func @collective_rank_twice(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = torch.c10d_functional.all_reduce %x {reduce_op = "sum", group_name = "0"} : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":23:0)
+    func.return %0 : tensor<4xf32>
+  }
+}
+// CHECK: torch.c10d_functional.all_reduce: the process group '0' has ranks [1, 1]: distinct ranks in [0, 2^31) only (at model.py:23)
+
+// -----
+
 builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
   func.func @collective_uneven_splits(%x: tensor<6x2xf32>) -> tensor<6x2xf32> {
     %0 = torch.c10d_functional.all_to_all_single %x {output_split_sizes = array<i64: 2, 3>, input_split_sizes = array<i64: 3, 3>, group_name = "0"} : (tensor<6x2xf32>) -> tensor<6x2xf32> loc("model.py":24:0)
