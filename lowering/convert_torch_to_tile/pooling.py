@@ -712,6 +712,13 @@ def legal(op: Operation) -> str | None:
     args = arguments_of(op)
     if op.name == "torch.aten.col2im":
         shape, out_shape = tensor_shape(args["self"]), tensor_shape(op.results[0])
+        if len(out_shape) < 3:
+            return f"the result {out_shape} needs a channel dimension and 2 spatial dimensions"
+        kernel, stride = _param(args["kernel_size"], 2, []), _param(args["stride"], 2, [1])
+        dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
+        # ATen's col2im_shape_check refuses these too (the block count divides by the stride)
+        if (problem := _parameter_problem(kernel, stride, padding, dilation, 2)) is not None:
+            return problem
         g = _col2im_geometry(args, out_shape)
         channels, kernel, blocks = out_shape[-3], list(g.kernel), g.out
         if len(shape) < 2 or shape[-1] != math.prod(blocks) or shape[-2] != channels * math.prod(kernel):
@@ -727,15 +734,25 @@ def legal(op: Operation) -> str | None:
     return None
 
 
+def _parameter_problem(
+    kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], rank: int
+) -> str | None:
+    """The rule window parameters break, or None: `rank` values each, positive kernel, stride and dilation, padding
+    not negative."""
+    if not len(kernel) == len(stride) == len(padding) == len(dilation) == rank:
+        return f"kernel_size, stride, padding and dilation need {rank} values each"
+    if min(*kernel, *stride, *dilation) <= 0 or min(padding) < 0:
+        return f"kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive, padding {padding} >= 0"
+    return None
+
+
 def _window_problem(args: dict[str, Any], rank: int, spatial: Sequence[int], out: Sequence[int]) -> str | None:
     """The rule of PyTorch's pooling shape check (`pool2d_shape_check` and kin) that a pooling's windows break,
     or None: positive kernel, stride and dilation, padding at most half the dilated kernel, and the output size
     the formula gives (at least 1, `ceil_mode`'s last window starting inside the padded input) equal to `out`."""
     kernel, stride, padding, dilation = _window_parameters(args, rank)
-    if not len(kernel) == len(stride) == len(padding) == len(dilation) == rank:
-        return f"kernel_size, stride, padding and dilation need {rank} values each"
-    if min(*kernel, *stride, *dilation) <= 0 or min(padding) < 0:
-        return f"kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive, padding {padding} >= 0"
+    if (problem := _parameter_problem(kernel, stride, padding, dilation, rank)) is not None:
+        return problem
     expected = []
     for n, k, s, p, d in zip(spatial, kernel, stride, padding, dilation, strict=True):
         if p > (d * (k - 1) + 1) // 2:

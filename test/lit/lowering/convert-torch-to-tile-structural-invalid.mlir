@@ -287,6 +287,15 @@ func.func @col2im_wrong_blocks(%x: tensor<1x12x8xf32>) -> tensor<1x2x5x6xf32> {
 
 // -----
 
+// A zero stride (the block count divides by it; a fuzz case crashed there).
+func.func @col2im_zero_stride(%x: tensor<1x12x8xf32>) -> tensor<1x2x5x6xf32> {
+  %0 = torch.aten.col2im %x {output_size = array<i64: 5, 6>, kernel_size = array<i64: 2, 3>, dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, stride = array<i64: 0, 2>} : (tensor<1x12x8xf32>) -> tensor<1x2x5x6xf32> loc("model.fold"("model.py":3:0))
+  func.return %0 : tensor<1x2x5x6xf32>
+}
+// CHECK: torch.aten.col2im: kernel_size [2, 3], stride [0, 2] and dilation [1, 1] must be positive, padding [1, 1] >= 0 (at model.py:3 (model.fold))
+
+// -----
+
 // PyTorch has no bicubic 3-d sampling.
 func.func @grid_sampler_3d_bicubic(%x: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x2x2x3xf32>) -> tensor<1x2x2x2x2xf32> {
   %0 = torch.aten.grid_sampler_3d %x, %g {interpolation_mode = 2 : i64, padding_mode = 0 : i64, align_corners = false} : (tensor<1x2x3x4x5xf32>, tensor<1x2x2x2x3xf32>) -> tensor<1x2x2x2x2xf32> loc("model.py":13:0)
