@@ -466,6 +466,16 @@ _PROPERTY_CONSTRAINTS: dict[PropKind, AttrConstraint] = {
     PropKind.GENERATOR: base(NoneType),
 }
 
+# the names torch gives its layouts and memory formats (`torch.strided`, ...), as the properties hold them
+_NAMED_VALUES: dict[PropKind, frozenset[str]] = {
+    PropKind.LAYOUT: frozenset(
+        ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged")
+    ),
+    PropKind.MEMORY_FORMAT: frozenset(
+        ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d", "legacy_contiguous_format")
+    ),
+}
+
 TENSOR_RESULT: AttrConstraint = base(TensorType) | base(NoneType)
 """A Tensor result: a tensor, or `none` where ATen leaves it undefined (an output mask said not to compute it)."""
 
@@ -800,6 +810,7 @@ class TorchOp(IRDLOperation):
         if schema.dtype_sets_result:
             self._verify_dtype_result()
         self._verify_dim_in_range()
+        self._verify_named_values()
         self._verify_fill_converts()
         if schema.shape_rule is not None:
             self._verify_shape_rule(schema.shape_rule)
@@ -820,6 +831,18 @@ class TorchOp(IRDLOperation):
         dim = attr.value.data
         if not -bound <= dim < bound:
             raise VerifyException(f"{self.name}: 'dim' {dim} is out of range for {rank} dimension(s)")
+
+    def _verify_named_values(self) -> None:
+        """A layout or memory format names one of torch's (`torch.strided`, `torch.channels_last`, ...): ATen and
+        the passes look them up by name."""
+        for spec in self.SCHEMA.property_args:
+            names = _NAMED_VALUES.get(spec.prop)
+            attr = self.properties.get(spec.name)
+            if names is not None and isinstance(attr, StringAttr) and attr.data not in names:
+                kind = "layout" if spec.prop is PropKind.LAYOUT else "memory format"
+                raise VerifyException(
+                    f"{self.name}: '{spec.name}' \"{attr.data}\" names no torch {kind} ({', '.join(sorted(names))})"
+                )
 
     def _verify_fill_converts(self) -> None:
         """A number written into every element of the result (`full`, `full_like`, `scalar_tensor`, `fill`) must

@@ -92,6 +92,23 @@ func.func @fill_beyond_an_integer_type() -> tensor<i8> {
 
 // -----
 
+// A layout torch has no name for (a fuzz case: the reference semantics looked it up on torch and raised).
+func.func @unknown_layout() -> tensor<f32> {
+  %0 = torch.aten.scalar_tensor {s = 0 : i64, dtype = f32, layout = "none", device = "cpu"} : () -> tensor<f32>
+  func.return %0 : tensor<f32>
+}
+// CHECK: torch.aten.scalar_tensor: 'layout' "none" names no torch layout (_mkldnn, jagged, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr, strided)
+
+// -----
+
+func.func @unknown_memory_format(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = torch.aten.clone %x {memory_format = "channels_first"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0 : tensor<2x3xf32>
+}
+// CHECK: torch.aten.clone: 'memory_format' "channels_first" names no torch memory format (channels_last, channels_last_3d, contiguous_format, legacy_contiguous_format, preserve_format)
+
+// -----
+
 func.func @fill_rounding_into_an_integer_type() -> tensor<2xui8> {
   %0 = torch.aten.full {size = array<i64: 2>, fill_value = 2.555000e+02 : f64, dtype = ui8} : () -> tensor<2xui8>
   func.return %0 : tensor<2xui8>
