@@ -18,6 +18,10 @@ from neuron_mlir.ir.locations import at_source
 
 Handler = Callable[["StructuredInterpreter", Operation, list[Any]], Sequence[Any]]
 
+# Loop iterations one run may take in all: the loops of tile-level IR run a few thousand; a loop of billions
+# (a mutated bound) would run for hours in Python.
+MAX_LOOP_ITERATIONS = 1_000_000
+
 
 class InterpretationError(RuntimeError):
     """An op the interpreter cannot run, named with its source location; `op` is that op when there is one (a
@@ -67,6 +71,7 @@ class StructuredInterpreter:
     def __init__(self, handlers: dict[type[Operation], Handler]):
         self.handlers = handlers
         self.values: dict[SSAValue, Any] = {}
+        self.iterations_left = MAX_LOOP_ITERATIONS
 
     def run_function(self, module: ModuleOp, inputs: Sequence[Any], entry: str = "main") -> list[Any]:
         function = find_function(module, entry)
@@ -103,6 +108,16 @@ class StructuredInterpreter:
 
     def _run_for(self, op: scf.ForOp, args: list[Any]) -> Sequence[Any]:
         lower, upper, step, *carried = args
+        if step <= 0:
+            raise InterpretationError(f"scf.for: a step of {step} never reaches the upper bound{at_source(op)}")
+        trips = max(0, -((lower - upper) // step))
+        if trips > self.iterations_left:
+            # checked before the loop runs, so that a loop of billions of trips is refused at once, not after hours
+            raise InterpretationError(
+                f"scf.for: {trips} iterations ({lower} to {upper} step {step}) take the run beyond the "
+                f"{MAX_LOOP_ITERATIONS} loop iterations the interpreter runs{at_source(op)}"
+            )
+        self.iterations_left -= trips
         body = op.body.block
         for index in range(lower, upper, step):
             self.values[body.args[0]] = index

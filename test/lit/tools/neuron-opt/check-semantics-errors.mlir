@@ -56,3 +56,18 @@ func.func @main() {
   func.return
 }
 // CHECK: check-semantics-errors.mlir:52:1: error: check-semantics: the input: the program it denotes cannot run: all_reduce: the replica group [0, 1] has 2 ranks but no transport is injected
+
+// -----
+
+// A loop of more iterations than the interpreter runs is refused before it starts (a fuzz case ran for hours).
+func.func @main() {
+  %c0 = arith.constant -2147483648 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %n = scf.for %i = %c0 to %c4 step %c1 iter_args(%count = %c0) -> (index) {
+    %next = arith.addi %count, %c1 : index
+    scf.yield %next : index
+  }
+  func.return
+}
+// CHECK: check-semantics-errors.mlir:67:3: error: check-semantics: the input: scf.for: 2147483652 iterations (-2147483648 to 4 step 1) take the run beyond the 1000000 loop iterations the interpreter runs
