@@ -1180,6 +1180,24 @@ def _measured_access(op: Operation, args: dict[str, Any]) -> IndexedAccess | Non
     return None
 
 
+_ADVANCED_INDEXING = (
+    "torch.aten.index.Tensor",
+    "torch.aten._unsafe_index.Tensor",
+    "torch.aten.index_put",
+    "torch.aten._unsafe_index_put",
+)
+
+
+def _too_many_indices(source: SSAValue, indices: Sequence[Operand | None]) -> str | None:
+    """ATen's refusal of more indices than the source has dimensions (a boolean mask indexes as many as its
+    rank), or None."""
+    rank = len(tensor_shape(source))
+    count = sum(len(tensor_shape(index)) if _is_mask(index) else 1 for index in indices)
+    if count > rank:
+        return f"too many indices for a tensor of dimension {rank} (got {count})"
+    return None
+
+
 def legal(op: Operation) -> str | None:
     """Gathers and scatters lower when their arguments are ones the lowerings know (reductions, modes, ranks and
     sizes below) and their offsets stay exact in fp32 over row-major operands (`inexact`; a strided source is
@@ -1191,6 +1209,8 @@ def legal(op: Operation) -> str | None:
     if name in _REDUCTIONS and str(args["reduce"]) not in _REDUCTIONS[name]:
         known = " (add or multiply)" if name == "torch.aten.scatter.reduce" else ""
         return f"unknown reduction '{args['reduce']}'{known}"
+    if name in _ADVANCED_INDEXING and (problem := _too_many_indices(args["self"], args["indices"])) is not None:
+        return problem
     if name in ("torch.aten.index.Tensor", "torch.aten._unsafe_index.Tensor"):
         if (problem := advanced_indexing_problem(args["indices"])) is not None:
             return problem

@@ -146,6 +146,15 @@ func.func @index_shapes_do_not_broadcast(%x: tensor<5x3xf32>, %i: tensor<4xi64>,
 
 // -----
 
+// Three indices (two of them None) into two dimensions (a fuzz case indexed past the source's strides).
+func.func @index_too_many(%x: tensor<4x6xf32>, %i: tensor<3xi64>) -> tensor<4x3xf32> {
+  %0 = "torch.aten.index.Tensor"(%x, %i) <{indices_none_positions = array<i64: 0, 1>}> : (tensor<4x6xf32>, tensor<3xi64>) -> tensor<4x3xf32> loc("model.py":6:0)
+  func.return %0 : tensor<4x3xf32>
+}
+// CHECK: torch.aten.index.Tensor: too many indices for a tensor of dimension 2 (got 3) (at model.py:6)
+
+// -----
+
 func.func @index_wrong_result(%x: tensor<5x3xf32>, %i: tensor<4xi64>) -> tensor<3x4xf32> {
   %0 = torch.aten.index.Tensor %x, [%i] : (tensor<5x3xf32>, tensor<4xi64>) -> tensor<3x4xf32> loc("model.py":6:0)
   func.return %0 : tensor<3x4xf32>
