@@ -57,6 +57,7 @@ from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.locations import OpDiagnostic, describe_location
@@ -91,10 +92,8 @@ def erase_unread_products(function: func.FuncOp) -> None:
         writers = [use.operation for use in alloc.buffer.uses]
         if writers and all(isinstance(w, neuron.MatmulOp) and w.dst is alloc.buffer for w in writers):
             for writer in writers:
-                writer.detach()
-                writer.erase()
-            alloc.detach()
-            alloc.erase()
+                Rewriter.erase_op(writer)
+            Rewriter.erase_op(alloc)
 
 
 def _accumulates(alloc: neuron.AllocOp) -> bool:

@@ -836,7 +836,7 @@ class TorchOp(IRDLOperation):
         """A layout or memory format names one of torch's (`torch.strided`, `torch.channels_last`, ...): ATen and
         the passes look them up by name."""
         for spec in self.SCHEMA.property_args:
-            names = _NAMED_VALUES.get(spec.prop)
+            names = _NAMED_VALUES.get(spec.prop) if spec.prop is not None else None
             attr = self.properties.get(spec.name)
             if names is not None and isinstance(attr, StringAttr) and attr.data not in names:
                 kind = "layout" if spec.prop is PropKind.LAYOUT else "memory format"
