@@ -3750,19 +3750,21 @@ def legal(op: Operation) -> str | None:
         return f"a padding must not be negative, found {list(args['padding'])}"
     if int(args["groups"]) < 1:
         return f"groups must be positive, found {int(args['groups'])}"
-    if op.name == "torch.aten.convolution":
-        expected = convolution_shape(
-            x_shape,
-            w_shape,
-            args["stride"],
-            args["padding"],
-            args["dilation"],
-            bool(args["transposed"]),
-            args["output_padding"],
-            int(args["groups"]),
-        )
-        if expected != tensor_shape(op.results[0]):
-            return f"computed shape {expected} differs from {tensor_shape(op.results[0])}"
+    expected = convolution_shape(
+        x_shape,
+        w_shape,
+        args["stride"],
+        args["padding"],
+        args["dilation"],
+        bool(args["transposed"]),
+        args["output_padding"],
+        int(args["groups"]),
+    )
+    if op.name == "torch.aten.convolution" and expected != tensor_shape(op.results[0]):
+        return f"computed shape {expected} differs from {tensor_shape(op.results[0])}"
+    # the backward's grad_output has the forward's result shape
+    if op.name == "torch.aten.convolution_backward" and expected != tensor_shape(args["grad_output"]):
+        return f"grad_output's shape {tensor_shape(args['grad_output'])} differs from the computed {expected}"
     return None
 
 

@@ -47,6 +47,16 @@ func.func @convolution_stride_count(%x: tensor<1x3x6x7xf32>, %w: tensor<3x1x3x3x
 
 // -----
 
+// A backward whose grad_output is not the forward's result (a fuzz case: a stride of 2^31 made the phase analysis
+// walk 2^31 residues).
+func.func @convolution_backward_grad_shape(%g: tensor<1x3x2x2xf32>, %x: tensor<1x2x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x2x5x5xf32> {
+  %0, %1, %2 = torch.aten.convolution_backward %g, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2147483648, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, false, false>} : (tensor<1x3x2x2xf32>, tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) -> (tensor<1x2x5x5xf32>, none, none) loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<1x2x5x5xf32>
+}
+// CHECK: torch.aten.convolution_backward: grad_output's shape (1, 3, 2, 2) differs from the computed (1, 3, 1, 2) (at model.py:4 (model.conv))
+
+// -----
+
 // A zero stride (the output size divides by it; a fuzz case crashed there), and a zero dilation of a backward.
 func.func @convolution_zero_stride(%x: tensor<1x3x6x7xf32>, %w: tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> {
   %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 0, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 3 : i64} : (tensor<1x3x6x7xf32>, tensor<3x1x3x3xf32>) -> tensor<1x3x6x7xf32> loc("model.conv"("model.py":4:0))
