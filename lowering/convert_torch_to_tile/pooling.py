@@ -680,12 +680,16 @@ def _adaptive_avg_pool_backward(rank: int) -> Lowering:
     return lower
 
 
+def _col2im_parameters(args: dict[str, Any]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """col2im's kernel, stride, padding and dilation, one value per spatial dim where one stands for both."""
+    kernel, stride = _param(args["kernel_size"], 2, []), _param(args["stride"], 2, [1])
+    return kernel, stride, _param(args["padding"], 2, [0, 0]), _param(args["dilation"], 2, [1])
+
+
 def _col2im_geometry(args: dict[str, Any], out_shape: Sequence[int]) -> Geometry:
     """col2im's windows: one per block (column) position, over the output's last two dims."""
     spatial = tuple(out_shape[-2:])
-    kernel = _param(args["kernel_size"], 2, [])
-    dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
-    stride = _param(args["stride"], 2, [1])
+    kernel, stride, padding, dilation = _col2im_parameters(args)
     blocks = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in
                    zip(spatial, padding, dilation, kernel, stride, strict=True))  # fmt: skip
     return Geometry(spatial, blocks, kernel, stride, padding, dilation)
@@ -714,10 +718,8 @@ def legal(op: Operation) -> str | None:
         shape, out_shape = tensor_shape(args["self"]), tensor_shape(op.results[0])
         if len(out_shape) < 3:
             return f"the result {out_shape} needs a channel dimension and 2 spatial dimensions"
-        kernel, stride = _param(args["kernel_size"], 2, []), _param(args["stride"], 2, [1])
-        dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
         # ATen's col2im_shape_check refuses these too (the block count divides by the stride)
-        if (problem := _parameter_problem(kernel, stride, padding, dilation, 2)) is not None:
+        if (problem := _parameter_problem(*_col2im_parameters(args), 2)) is not None:
             return problem
         g = _col2im_geometry(args, out_shape)
         channels, kernel, blocks = out_shape[-3], list(g.kernel), g.out
